@@ -1,0 +1,39 @@
+# pdeladder: the two commands of the Quick start are `make demo` and `make test`.
+# Both create the virtual environment on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Python 3.12 from pyenv (through .python-version) or whatever python3.12 is on PATH.
+PYTHON ?= $(shell command -v python3.12 2>/dev/null || echo python3)
+export RAY_USAGE_STATS_ENABLED := 0
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: venv demo test test-all lint bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: venv
+	$(VENV)/bin/pdeladder demo
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(VENV)/bin/pytest -m "not slow" -n 2
+
+test-all: lint
+	$(VENV)/bin/pytest -n 2
+
+bench: venv
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,39 @@
+"""The ``pdeladder`` command line: small commands over the library.
+
+Each layer owns its sub-application (``solvers``, ``store``, ``curriculum``, ``flows``) and its
+top-level commands (``solve``, ``train``, ``evaluate``); this module only assembles them and turns
+:class:`~pdeladder.errors.PdeladderError` into a one-line message and exit code 2.
+"""
+
+import sys
+
+import typer
+
+from pdeladder.errors import PdeladderError
+
+app = typer.Typer(
+    name="pdeladder",
+    help="Curriculum-driven PDE simulation data and a physics-informed neural-operator trainer.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from pdeladder.solvers import cli as solvers_cli
+
+    app.add_typer(solvers_cli.app, name="solvers")
+    app.command("solve")(solvers_cli.solve)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except PdeladderError as err:
+        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
+        sys.exit(2)

@@ -1,0 +1,271 @@
+"""What every equation family provides, and the sample it produces (no DOLFINx import here).
+
+A family (one module in ``solvers/``) owns its parameter model, weak form and time stepping,
+channel names and roles, boundary-condition description, a manufactured solution for its
+convergence study, and its strong-form residual on the grid in pure torch, so the physics is
+written once, next to the solver it must agree with.
+"""
+
+import math
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdeladder.errors import SolveError, UserInputError
+from pdeladder.solvers.grid import Grid
+
+
+class Parameters(BaseModel):
+    """Base of every family's parameter model: frozen, no extra keys, numeric fields with ranges.
+
+    Declare fields with :func:`parameter`, which records the range and units. The field order is
+    the order of the ``params`` vector in stores and of the ``params`` tensor given to residuals.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def ranges(cls) -> dict[str, tuple[float, float]]:
+        """``{name: (low, high)}`` from each field's ``ge``/``le`` bounds."""
+        out = {}
+        for name, info in cls.model_fields.items():
+            lo = hi = None
+            for m in info.metadata:
+                lo = getattr(m, "ge", lo)
+                hi = getattr(m, "le", hi)
+            out[name] = (lo, hi)
+        return out
+
+    @classmethod
+    def units(cls) -> dict[str, str]:
+        return {
+            n: (f.json_schema_extra or {}).get("units", "1") for n, f in cls.model_fields.items()
+        }
+
+    @classmethod
+    def describe(cls) -> list[dict[str, Any]]:
+        """One row per parameter: name, default, low, high, units, description."""
+        rng, units = cls.ranges(), cls.units()
+        return [
+            {
+                "name": n,
+                "default": f.default,
+                "low": rng[n][0],
+                "high": rng[n][1],
+                "units": units[n],
+                "description": f.description or "",
+            }
+            for n, f in cls.model_fields.items()
+        ]
+
+    def vector(self) -> np.ndarray:
+        """The parameters as float64 ``(P,)`` in field order."""
+        return np.array([float(getattr(self, n)) for n in self.names()], dtype=np.float64)
+
+    @classmethod
+    def from_vector(cls, values: np.ndarray) -> "Parameters":
+        return cls(**{n: float(v) for n, v in zip(cls.names(), values, strict=True)})
+
+
+def parameter(default: float, low: float, high: float, units: str, description: str) -> Any:
+    """A parameter field with its admissible range ``[low, high]`` and CF-style units."""
+    return Field(
+        default, ge=low, le=high, description=description, json_schema_extra={"units": units}
+    )
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One channel of a trajectory. ``role="input"`` marks static coefficient fields the model
+    receives (a permeability, a velocity field); outputs are what it predicts."""
+
+    name: str
+    long_name: str
+    units: str = "1"
+    role: Literal["input", "output"] = "output"
+
+
+@dataclass
+class SolveStats:
+    """Per-sample solver statistics, stored beside the data."""
+
+    dofs: int = 0
+    steps: int = 0
+    wall_s: float = 0.0
+    solve_s: float = 0.0
+    krylov_iterations: int = 0
+    nonlinear_iterations: int = 0
+    status: Literal["ok", "failed"] = "ok"
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Sample:
+    """One solved (or failed) sample.
+
+    Attributes:
+        fields: float32 ``(T, C, X, Y, Z)``, or ``None`` when the solve failed.
+        grid: where the fields live.
+        params: the family's parameters.
+        seed: the seed that, with the above, determines the fields bit for bit.
+        stats: solver statistics and status.
+        provenance: element, time step, mesh and solver settings, as JSON-able values.
+    """
+
+    family: str
+    fields: np.ndarray | None
+    grid: Grid
+    params: Parameters
+    seed: int
+    stats: SolveStats
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.stats.status == "ok"
+
+
+class Family(ABC):
+    """An equation family. Subclasses set the class attributes and implement the three methods.
+
+    Class attributes:
+        name: registry name (``heat``, ``navier_stokes``, ...).
+        title, equation: human title and strong form (LaTeX).
+        dims: spatial dimensions supported.
+        Params: the frozen pydantic parameter model.
+        channels: trajectory channels, inputs marked.
+        boundary_conditions: a one-line description.
+        difficulty: name of the parameter that sets the difficulty (Péclet, Reynolds, ...).
+        steady: True for steady problems (``T = 1``).
+        t_end: default final time.
+        expected_rate_space, expected_rate_time: theoretical convergence orders (L2, at t_end).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    equation: ClassVar[str]
+    dims: ClassVar[tuple[int, ...]]
+    Params: ClassVar[type[Parameters]]
+    channels: ClassVar[tuple[Channel, ...]]
+    boundary_conditions: ClassVar[str]
+    difficulty: ClassVar[str | None] = None
+    steady: ClassVar[bool] = False
+    t_end: ClassVar[float] = 1.0
+    expected_rate_space: ClassVar[float] = 2.0
+    expected_rate_time: ClassVar[float | None] = 1.0
+
+    # -- the three things a family implements -------------------------------------------------
+
+    @abstractmethod
+    def solve(
+        self, params: Parameters, grid: Grid, rng: np.random.Generator, comm: Any, stats: SolveStats
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Solve one sample on ``comm`` and sample it onto ``grid``.
+
+        Draw every random quantity (initial condition, coefficient fields) from ``rng``; count
+        steps and iterations into ``stats``; raise :class:`~pdeladder.errors.SolveError` when a
+        solve fails. Returns float32 ``(T, C, X, Y, Z)`` (identical on every rank) and provenance.
+        """
+
+    @abstractmethod
+    def residual(self, fields: Any, params: Any, grid: Grid) -> Any:
+        """Strong-form PDE residual on the grid, pure torch.
+
+        Args:
+            fields: ``(B, T, C, X, Y, Z)`` trajectories (all channels, inputs included).
+            params: ``(B, P)`` parameter vectors in :meth:`Parameters.names` order.
+            grid: the grid the fields live on.
+
+        Returns:
+            ``(B, T', R, X', Y', Z')`` residual at the points where it is defined (interior
+            points, interior snapshots), in the equation's units; zero on exact solutions up to
+            discretisation error.
+        """
+
+    @abstractmethod
+    def manufactured_error(
+        self, dim: int, cells: int, steps: int, comm: Any, study: Literal["space", "time"]
+    ) -> float:
+        """L2 error at the final time of a manufactured-solution solve on ``cells`` cells per axis
+        with ``steps`` time steps (``steps`` is ignored by steady families).
+
+        ``study`` lets a family pick a manufactured solution that isolates the error studied,
+        e.g. one linear in time, which implicit Euler integrates exactly, for the space study.
+        """
+
+    #: refinement levels of the convergence study: {"space": (cells, ...), "time": (steps, ...)},
+    #: with the fixed counterpart of each study (steps for space, cells for time).
+    convergence_plan: ClassVar[dict[str, Any]] = {
+        "space": {"cells": (8, 16, 32), "steps": 64},
+        "time": {"steps": (8, 16, 32), "cells": 64},
+    }
+
+    # -- shared behaviour ---------------------------------------------------------------------
+
+    @classmethod
+    def channel_names(cls) -> list[str]:
+        return [c.name for c in cls.channels]
+
+    @classmethod
+    def parse_params(cls, values: dict[str, Any] | None = None) -> Parameters:
+        """Validate user values against the parameter model; one-line error on failure."""
+        from pydantic import ValidationError
+
+        try:
+            return cls.Params(**(values or {}))
+        except ValidationError as err:
+            e = err.errors()[0]
+            where = ".".join(str(p) for p in e["loc"])
+            raise UserInputError(f"{cls.name}: parameter {where!r}: {e['msg']}") from None
+
+    @classmethod
+    def grid(cls, dim: int, resolution: int, snapshots: int, t_end: float | None = None) -> Grid:
+        """The sampling grid for this family, checking the dimension and steadiness."""
+        if dim not in cls.dims:
+            raise UserInputError(f"{cls.name} supports dimensions {list(cls.dims)}, not {dim}")
+        if cls.steady and snapshots != 1:
+            raise UserInputError(f"{cls.name} is steady: snapshots must be 1, got {snapshots}")
+        if not cls.steady and snapshots < 2:
+            raise UserInputError(f"{cls.name} is time-dependent: snapshots must be >= 2")
+        return Grid(dim, resolution, snapshots, 0.0 if cls.steady else (t_end or cls.t_end))
+
+    def run(self, params: Parameters, grid: Grid, seed: int, comm: Any = None) -> Sample:
+        """Solve one sample; a failed solve comes back with ``status="failed"`` and a reason,
+        never as data. Content depends only on (family, params, grid, seed)."""
+        if comm is None:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_SELF
+        stats = SolveStats()
+        t0 = time.perf_counter()
+        fields: np.ndarray | None = None
+        provenance: dict[str, Any] = {}
+        try:
+            fields, provenance = self.solve(params, grid, np.random.default_rng(seed), comm, stats)
+            if not np.all(np.isfinite(fields)):
+                raise SolveError("non-finite values (NaN/Inf) in the solution")
+            expected = (grid.snapshots, len(self.channels), *grid.shape)
+            if fields.shape != expected or fields.dtype != np.float32:
+                raise AssertionError(
+                    f"{self.name} returned {fields.dtype}{fields.shape}, expected float32{expected}"
+                )
+        except SolveError as err:
+            fields, stats.status, stats.reason = None, "failed", err.reason
+        stats.wall_s = time.perf_counter() - t0
+        return Sample(self.name, fields, grid, params, seed, stats, provenance)
+
+
+def observed_rates(h: list[float], err: list[float]) -> list[float]:
+    """Observed orders ``log(e_i / e_{i+1}) / log(h_i / h_{i+1})`` between successive levels."""
+    return [math.log(err[i] / err[i + 1]) / math.log(h[i] / h[i + 1]) for i in range(len(h) - 1)]

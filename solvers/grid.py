@@ -1,0 +1,82 @@
+"""Regular space-time grids on the unit box (pure numpy; no DOLFINx).
+
+A trajectory is float32 ``(T, C, X, Y, Z)``: a 2D problem has ``Z = 1``, a 1D one ``Y = Z = 1``.
+Axis ``a`` has ``resolution`` points ``x_i = i / (resolution - 1)``, both boundaries included, so
+the structured mesh behind it has ``resolution - 1`` cells per axis and its vertices are exactly
+the grid points. Snapshot ``k`` is at ``t_k = k * t_end / (T - 1)``; snapshot 0 is the initial
+condition; steady problems have ``T = 1``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdeladder.errors import UserInputError
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The space-time sampling grid of one sample.
+
+    Attributes:
+        dim: spatial dimension, 1, 2 or 3.
+        resolution: points per spatial axis (>= 3), boundaries included.
+        snapshots: stored time levels ``T`` (1 for steady problems).
+        t_end: final time (same time units as the family), 0 for steady problems.
+    """
+
+    dim: int
+    resolution: int
+    snapshots: int
+    t_end: float
+
+    def __post_init__(self) -> None:
+        if self.dim not in (1, 2, 3):
+            raise UserInputError(f"dimension must be 1, 2 or 3, got {self.dim}")
+        if self.resolution < 3:
+            raise UserInputError(
+                f"resolution must be at least 3 points per axis, got {self.resolution}"
+            )
+        if self.snapshots < 1:
+            raise UserInputError(f"snapshots must be at least 1, got {self.snapshots}")
+        if self.snapshots > 1 and not self.t_end > 0:
+            raise UserInputError(f"t_end must be positive for a time series, got {self.t_end}")
+
+    @property
+    def cells(self) -> int:
+        """Mesh cells per axis."""
+        return self.resolution - 1
+
+    @property
+    def h(self) -> float:
+        """Grid spacing (unit box)."""
+        return 1.0 / (self.resolution - 1)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Spatial shape ``(X, Y, Z)`` with singleton axes beyond ``dim``."""
+        n = self.resolution
+        return tuple(n if a < self.dim else 1 for a in range(3))  # type: ignore[return-value]
+
+    @property
+    def points(self) -> int:
+        """Number of spatial grid points."""
+        return self.resolution**self.dim
+
+    @property
+    def dt(self) -> float:
+        """Spacing of stored snapshots (0 for steady problems)."""
+        return self.t_end / (self.snapshots - 1) if self.snapshots > 1 else 0.0
+
+    def times(self) -> np.ndarray:
+        """Snapshot times ``t_k``, shape ``(T,)``, float64."""
+        return np.linspace(0.0, self.t_end, self.snapshots) if self.snapshots > 1 else np.zeros(1)
+
+    def axis(self, a: int) -> np.ndarray:
+        """Coordinates along axis ``a`` (0, 1, 2 for x, y, z), float64; ``[0.0]`` for a singleton."""
+        n = self.shape[a]
+        return np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
+
+    def mesh_grid(self) -> np.ndarray:
+        """Point coordinates, shape ``(3, X, Y, Z)``, in the layout DOLFINx's ``interpolate`` takes."""
+        return np.stack(np.meshgrid(self.axis(0), self.axis(1), self.axis(2), indexing="ij"))

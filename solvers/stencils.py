@@ -1,0 +1,82 @@
+"""Finite-difference operators on the regular grid, in pure torch, for strong-form residuals.
+
+Tensors end in the spatial axes ``(..., X, Y, Z)`` (singletons beyond ``dim``). Spatial operators
+are second-order central differences evaluated at interior points only, so every result is
+cropped by one point on each side of each active axis: ``(..., X-2, Y-2, Z-2)`` in 3D,
+``(..., X-2, Y-2, 1)`` in 2D. Time derivatives are central differences over interior snapshots.
+All operators are differentiable, so residuals can be used as losses.
+"""
+
+import torch
+
+from pdeladder.solvers.grid import Grid
+
+
+def interior(f: torch.Tensor, dim: int) -> torch.Tensor:
+    """Crop one point from both ends of each active spatial axis."""
+    for a in range(dim):
+        axis = f.ndim - 3 + a
+        f = f.narrow(axis, 1, f.shape[axis] - 2)
+    return f
+
+
+def diff(f: torch.Tensor, a: int, grid: Grid) -> torch.Tensor:
+    """∂f/∂x_a at interior points, second order."""
+    axis = f.ndim - 3 + a
+    n = f.shape[axis]
+    d = (f.narrow(axis, 2, n - 2) - f.narrow(axis, 0, n - 2)) / (2 * grid.h)
+    return interior_except(d, grid.dim, a)
+
+
+def interior_except(f: torch.Tensor, dim: int, skip: int) -> torch.Tensor:
+    """Crop the active spatial axes other than ``skip`` (already cropped by a stencil)."""
+    for a in range(dim):
+        if a != skip:
+            axis = f.ndim - 3 + a
+            f = f.narrow(axis, 1, f.shape[axis] - 2)
+    return f
+
+
+def grad(f: torch.Tensor, grid: Grid) -> list[torch.Tensor]:
+    """``[∂f/∂x, ∂f/∂y, ...]`` over the active axes, at interior points."""
+    return [diff(f, a, grid) for a in range(grid.dim)]
+
+
+def laplacian(f: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """Δf at interior points with the (2·dim+1)-point stencil, second order."""
+    out = -2.0 * grid.dim * interior(f, grid.dim)
+    for a in range(grid.dim):
+        axis = f.ndim - 3 + a
+        n = f.shape[axis]
+        out = out + interior_except(
+            f.narrow(axis, 2, n - 2) + f.narrow(axis, 0, n - 2), grid.dim, a
+        )
+    return out / grid.h**2
+
+
+def divergence(u: torch.Tensor, grid: Grid, channel_axis: int) -> torch.Tensor:
+    """∇·u for a vector field whose components lie along ``channel_axis`` (first ``dim`` of them)."""
+    return sum(diff(u.select(channel_axis, a), a, grid) for a in range(grid.dim))
+
+
+def time_derivative(f: torch.Tensor, grid: Grid, time_axis: int = 1) -> torch.Tensor:
+    """∂f/∂t at interior snapshots (central, second order): ``T`` becomes ``T - 2``."""
+    n = f.shape[time_axis]
+    return (f.narrow(time_axis, 2, n - 2) - f.narrow(time_axis, 0, n - 2)) / (2 * grid.dt)
+
+
+def second_time_derivative(f: torch.Tensor, grid: Grid, time_axis: int = 1) -> torch.Tensor:
+    """∂²f/∂t² at interior snapshots (central, second order)."""
+    n = f.shape[time_axis]
+    mid = f.narrow(time_axis, 1, n - 2)
+    return (f.narrow(time_axis, 2, n - 2) - 2 * mid + f.narrow(time_axis, 0, n - 2)) / grid.dt**2
+
+
+def time_interior(f: torch.Tensor, time_axis: int = 1) -> torch.Tensor:
+    """Drop the first and last snapshot, to align with :func:`time_derivative`."""
+    return f.narrow(time_axis, 1, f.shape[time_axis] - 2)
+
+
+def broadcast_param(params: torch.Tensor, index: int, like: torch.Tensor) -> torch.Tensor:
+    """Column ``index`` of ``(B, P)`` params, shaped to broadcast against ``like`` ``(B, ...)``."""
+    return params[:, index].reshape(-1, *([1] * (like.ndim - 1)))

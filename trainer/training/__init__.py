@@ -1,0 +1,1 @@
+"""pdeladder.trainer.training"""
