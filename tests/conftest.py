@@ -1,0 +1,41 @@
+"""Shared fixtures: real services, started once per test session (per xdist worker).
+
+- ``ray_local``: a real local Ray runtime (2 CPUs, no dashboard), shut down at the end.
+- ``prefect_server``: a real temporary Prefect server with SQLite (``prefect_test_harness``);
+  ``PREFECT_API_URL`` points at it for this process and for Ray workers.
+"""
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    import ray
+
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect_home"))
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        url = PREFECT_API_URL.value()
+        os.environ["PREFECT_API_URL"] = url
+        yield url
