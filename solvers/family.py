@@ -144,7 +144,8 @@ class Family(ABC):
         title, equation: human title and strong form (LaTeX).
         dims: spatial dimensions supported.
         Params: the frozen pydantic parameter model.
-        channels: trajectory channels, inputs marked.
+        channels: trajectory channels, inputs marked (all of them, for the largest dimension;
+            :meth:`channels_for` gives those of one dimension).
         boundary_conditions: a one-line description.
         difficulty: name of the parameter that sets the difficulty (Péclet, Reynolds, ...).
         steady: True for steady problems (``T = 1``).
@@ -214,8 +215,14 @@ class Family(ABC):
     # -- shared behaviour ---------------------------------------------------------------------
 
     @classmethod
-    def channel_names(cls) -> list[str]:
-        return [c.name for c in cls.channels]
+    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
+        """The channels of a ``dim``-dimensional trajectory; ``channels`` lists them for the
+        largest dimension. Families with vector unknowns override this (``u, v`` in 2D)."""
+        return cls.channels
+
+    @classmethod
+    def channel_names(cls, dim: int) -> list[str]:
+        return [c.name for c in cls.channels_for(dim)]
 
     @classmethod
     def parse_params(cls, values: dict[str, Any] | None = None) -> Parameters:
@@ -255,7 +262,7 @@ class Family(ABC):
             fields, provenance = self.solve(params, grid, np.random.default_rng(seed), comm, stats)
             if not np.all(np.isfinite(fields)):
                 raise SolveError("non-finite values (NaN/Inf) in the solution")
-            expected = (grid.snapshots, len(self.channels), *grid.shape)
+            expected = (grid.snapshots, len(self.channels_for(grid.dim)), *grid.shape)
             if fields.shape != expected or fields.dtype != np.float32:
                 raise AssertionError(
                     f"{self.name} returned {fields.dtype}{fields.shape}, expected float32{expected}"

@@ -77,7 +77,7 @@ class FamilyContract:
     def test_sample_shape_and_status(self, fam: Family, sample) -> None:
         assert sample.ok, sample.stats.reason
         g = sample.grid
-        assert sample.fields.shape == (g.snapshots, len(fam.channels), *g.shape)
+        assert sample.fields.shape == (g.snapshots, len(fam.channels_for(g.dim)), *g.shape)
         assert sample.fields.dtype == np.float32
         assert np.all(np.isfinite(sample.fields))
         assert sample.stats.dofs > 0 and sample.stats.wall_s > 0
