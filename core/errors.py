@@ -38,3 +38,7 @@ class StoreError(PdeladderError, OSError):
 
 class CurriculumError(UserInputError):
     """A curriculum file is invalid; the message names the field and the YAML line."""
+
+
+class ServiceError(PdeladderError, RuntimeError):
+    """A service (Prefect server, Ray cluster or job) cannot be started, reached or used."""

@@ -1,0 +1,217 @@
+"""The pdeladder store format, version 1, as data.
+
+The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
+the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
+same tree, annotated. Everything here is derived from a group's attributes, so a reader needs
+neither DOLFINx nor the family's code.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from zarr.codecs import BloscCodec, ZstdCodec
+
+from pdeladder.errors import FormatError
+
+FORMAT_NAME = "pdeladder"
+FORMAT_VERSION = 1
+
+#: ``status`` values. A sample is present only if its status is OK.
+MISSING, OK, FAILED = 0, 1, 2
+STATUS_NAMES = ("missing", "ok", "failed")
+
+#: Upper bound on the bytes of one ``fields`` chunk; the time block is chosen to stay below it.
+CHUNK_TARGET_BYTES = 8 * 2**20
+
+#: Codecs of the ``fields`` array, by name (measured in ``benchmarks/compression.py``).
+COMPRESSIONS: dict[str, tuple[Any, ...]] = {
+    "none": (),
+    "blosc-lz4": (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),),
+    "blosc-lz4-bitshuffle": (BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),),
+    "blosc-zstd": (BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"),),
+    "blosc-zstd-bitshuffle": (BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle"),),
+    "zstd": (ZstdCodec(level=3),),
+}
+DEFAULT_COMPRESSION = "blosc-lz4"
+
+#: Per-sample solver statistics: name -> (dtype, units, long_name). One array ``stats_<name>``.
+SOLVER_STATS: dict[str, tuple[str, str, str]] = {
+    "dofs": ("int64", "1", "degrees of freedom of the discrete problem"),
+    "steps": ("int64", "1", "time steps taken"),
+    "wall_s": ("float64", "s", "wall time of the sample's run"),
+    "solve_s": ("float64", "s", "time spent in linear and nonlinear solves"),
+    "krylov_iterations": ("int64", "1", "Krylov iterations, summed over all solves"),
+    "nonlinear_iterations": ("int64", "1", "Newton iterations, summed over all solves"),
+}
+
+#: Attributes every group carries (``verify`` checks their presence and types).
+GROUP_ATTRS: dict[str, type | tuple[type, ...]] = {
+    "format": str,
+    "format_version": int,
+    "stage": str,
+    "family": str,
+    "title": str,
+    "equation": str,
+    "boundary_conditions": str,
+    "steady": bool,
+    "dim": int,
+    "resolution": int,
+    "snapshots": int,
+    "t_end": (int, float),
+    "channels": list,
+    "parameters": list,
+    "n_samples": (int, type(None)),
+    "chunk_time": int,
+    "compression": str,
+    "software": dict,
+}
+#: Attributes that are not part of a group's identity (re-opening compares all the others).
+MUTABLE_ATTRS = ("software", "normalization")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One array of a group: what the writer creates and the verifier expects."""
+
+    name: str
+    shape: tuple[int, ...]
+    dims: tuple[str, ...]
+    dtype: str  # numpy dtype name, or "str" for variable-length UTF-8
+    chunks: tuple[int, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    fill_value: Any = 0
+    compression: str = "none"
+
+    @property
+    def per_sample(self) -> bool:
+        return self.dims[:1] == ("sample",)
+
+
+def group_path(stage: str, family: str, dim: int, resolution: int, snapshots: int) -> str:
+    """``{stage}/{family}/{dim}d_n{resolution}_t{snapshots}``."""
+    return f"{stage}/{family}/{dim}d_n{resolution}_t{snapshots}"
+
+
+def spatial_shape(meta: dict[str, Any]) -> tuple[int, int, int]:
+    """``(X, Y, Z)`` of a group, singleton axes beyond its dimension."""
+    n, dim = meta["resolution"], meta["dim"]
+    return tuple(n if a < dim else 1 for a in range(3))  # type: ignore[return-value]
+
+
+def chunk_time(snapshots: int, channels: int, shape: tuple[int, int, int]) -> int:
+    """Snapshots per ``fields`` chunk: all of them unless a chunk would exceed the target."""
+    frame = 4 * channels * int(np.prod(shape))
+    return max(1, min(snapshots, CHUNK_TARGET_BYTES // frame))
+
+
+def check_version(attrs: dict[str, Any], where: str) -> None:
+    """Refuse stores of another format or of a newer version than this code reads."""
+    if attrs.get("format") != FORMAT_NAME:
+        raise FormatError(f"{where}: not a pdeladder store (attribute format={attrs.get('format')!r})")
+    version = attrs.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise FormatError(f"{where}: unknown format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise FormatError(
+            f"{where}: format version {version} is newer than this pdeladder reads "
+            f"({FORMAT_VERSION}); upgrade pdeladder"
+        )
+
+
+def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
+    """The arrays of a group with attributes ``meta`` holding ``n`` samples, coordinates first."""
+    T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
+    X, Y, Z = spatial_shape(meta)
+    chan_units = [c["units"] for c in meta["channels"]]
+    coords = [
+        ArraySpec("t", (T,), ("t",), "float64", (T,), {"long_name": "time", "units": "1"}),
+        ArraySpec("x", (X,), ("x",), "float64", (X,), {"long_name": "x coordinate", "units": "1"}),
+        ArraySpec("y", (Y,), ("y",), "float64", (Y,), {"long_name": "y coordinate", "units": "1"}),
+        ArraySpec("z", (Z,), ("z",), "float64", (Z,), {"long_name": "z coordinate", "units": "1"}),
+        ArraySpec("channel", (C,), ("channel",), "str", (C,), {"long_name": "channel name"}, ""),
+        ArraySpec("parameter", (P,), ("parameter",), "str", (P,), {"long_name": "parameter name"}, ""),
+    ]
+    per_sample = [
+        ArraySpec(
+            "fields",
+            (n, T, C, X, Y, Z),
+            ("sample", "t", "channel", "x", "y", "z"),
+            "float32",
+            (1, meta["chunk_time"], C, X, Y, Z),
+            {
+                "long_name": "sampled solution trajectories",
+                "units": chan_units[0] if len(set(chan_units)) == 1 else "mixed",
+                "channel_units": chan_units,
+            },
+            float("nan"),
+            meta["compression"],
+        ),
+        ArraySpec(
+            "params",
+            (n, P),
+            ("sample", "parameter"),
+            "float64",
+            (1, P),
+            {"long_name": "family parameters", "units": [p["units"] for p in meta["parameters"]]},
+            float("nan"),
+        ),
+        ArraySpec("seed", (n,), ("sample",), "int64", (1,), {"long_name": "random seed"}),
+        ArraySpec(
+            "status",
+            (n,),
+            ("sample",),
+            "uint8",
+            (1,),
+            {
+                "long_name": "sample status",
+                "flag_values": [MISSING, OK, FAILED],
+                "flag_meanings": " ".join(STATUS_NAMES),
+            },
+        ),
+        ArraySpec("reason", (n,), ("sample",), "str", (1,), {"long_name": "failure reason"}, ""),
+        ArraySpec(
+            "checksum",
+            (n,),
+            ("sample",),
+            "uint32",
+            (1,),
+            {"long_name": "CRC-32 of the sample's fields as float32 C-order bytes"},
+        ),
+        ArraySpec(
+            "moments",
+            (n, C, 3),
+            ("sample", "channel", "moment"),
+            "float64",
+            (1, C, 3),
+            {"long_name": "per-channel (count, mean, M2) of the sample over t, x, y, z"},
+            float("nan"),
+        ),
+        ArraySpec(
+            "provenance",
+            (n,),
+            ("sample",),
+            "str",
+            (1,),
+            {"long_name": "solver provenance (JSON): element, time step, mesh, solver"},
+            "",
+        ),
+    ]
+    stats = [
+        ArraySpec(
+            f"stats_{name}", (n,), ("sample",), dtype, (1,), {"long_name": long, "units": units}
+        )
+        for name, (dtype, units, long) in SOLVER_STATS.items()
+    ]
+    return coords + per_sample + stats
+
+
+def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Values of the coordinate arrays ``t, x, y, z, channel, parameter``."""
+    T, t_end = meta["snapshots"], float(meta["t_end"])
+    out = {"t": np.linspace(0.0, t_end, T) if T > 1 else np.zeros(1)}
+    for name, n in zip("xyz", spatial_shape(meta), strict=True):
+        out[name] = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
+    out["channel"] = np.array([c["name"] for c in meta["channels"]], dtype=object)
+    out["parameter"] = np.array([p["name"] for p in meta["parameters"]], dtype=object)
+    return out

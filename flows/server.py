@@ -1,0 +1,67 @@
+"""A local Prefect server (API and UI) for ``pdeladder flows serve`` when no server is configured.
+
+It runs ``prefect server start`` as a child process bound to 127.0.0.1 by default, and is ready
+once ``/api/health`` answers.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from pdeladder.errors import ServiceError
+
+
+def wait_healthy(api_url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+    """Poll ``{api_url}/health`` until it answers, the process exits, or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServiceError(f"the Prefect server exited with code {proc.returncode}")
+        try:
+            if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise ServiceError(f"no Prefect server answered at {api_url} within {timeout_s:g} s")
+
+
+@contextmanager
+def local_server(host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120) -> Iterator[str]:
+    """Start ``prefect server start --host HOST --port PORT``; yield its API URL; stop it on exit.
+
+    The server's log goes to a temporary file whose tail is shown if the start fails.
+    """
+    api_url = f"http://{host}:{port}/api"
+    try:
+        httpx.get(f"{api_url}/health", timeout=1)
+    except httpx.TransportError:
+        pass
+    else:
+        raise ServiceError(f"port {port} on {host} is already in use; pass another --port")
+    env = os.environ | {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            try:
+                wait_healthy(api_url, timeout_s, proc)
+            except ServiceError as err:
+                log.seek(0)
+                tail = " | ".join(log.read().strip().splitlines()[-3:])
+                raise ServiceError(f"{err}: {tail}") from None
+            yield api_url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

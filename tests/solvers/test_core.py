@@ -1,0 +1,111 @@
+"""The solver core: grids, random fields, grid sampling of FEM spaces, finite-difference stencils."""
+
+from mpi4py import MPI  # noqa: I001
+
+import numpy as np
+import pytest
+import torch
+from dolfinx import fem
+
+from pdeladder.errors import UserInputError
+from pdeladder.solvers import stencils
+from pdeladder.solvers.fem import GridSampler, grid_mesh
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.random_fields import divergence_free_field, gaussian_random_field
+
+
+def test_grid_shapes_times_and_validation():
+    g = Grid(2, 17, 5, 2.0)
+    assert g.shape == (17, 17, 1) and g.cells == 16 and g.h == pytest.approx(1 / 16)
+    np.testing.assert_allclose(g.times(), [0.0, 0.5, 1.0, 1.5, 2.0])
+    assert g.mesh_grid().shape == (3, 17, 17, 1)
+    assert Grid(1, 9, 1, 0.0).shape == (9, 1, 1)
+    for bad in [(4, 9, 2, 1.0), (2, 2, 2, 1.0), (2, 9, 0, 1.0), (2, 9, 3, 0.0)]:
+        with pytest.raises(UserInputError):
+            Grid(*bad)
+
+
+def test_gaussian_random_field_is_seeded_unit_variance_and_smooth_at_its_length_scale():
+    shape = (65, 65, 1)
+    a = gaussian_random_field(shape, 0.1, np.random.default_rng(1))
+    b = gaussian_random_field(shape, 0.1, np.random.default_rng(1))
+    assert np.array_equal(a, b) and a.shape == shape
+    assert not np.array_equal(a, gaussian_random_field(shape, 0.1, np.random.default_rng(2)))
+    draws = np.stack(
+        [gaussian_random_field(shape, 0.1, np.random.default_rng(s)) for s in range(40)]
+    )
+    assert draws.std() == pytest.approx(1.0, rel=0.1)
+
+    def roughness(ell: float) -> float:  # mean squared gradient, ∝ 1/ℓ² for this covariance
+        f = np.stack(
+            [gaussian_random_field(shape, ell, np.random.default_rng(s)) for s in range(20)]
+        )
+        return float(np.mean(np.diff(f, axis=1) ** 2))
+
+    assert roughness(0.05) / roughness(0.2) == pytest.approx(16, rel=0.35)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_divergence_free_field_is_discretely_divergence_free(dim):
+    n = 17
+    shape = tuple(n if a < dim else 1 for a in range(3))
+    u = divergence_free_field(shape, dim, 0.3, np.random.default_rng(0), std=2.0)
+    assert u.shape == (dim, *shape)
+    assert np.sqrt(np.mean(np.sum(u**2, axis=0))) == pytest.approx(2.0)
+    h = 1 / (n - 1)
+    # Central differences commute: away from the one-sided edge stencils the divergence vanishes.
+    div = sum(np.gradient(u[a], h, axis=a) for a in range(dim))
+    grad = np.sqrt(sum(np.gradient(u[a], h, axis=a) ** 2 for a in range(dim)))
+    assert np.abs(div)[(slice(2, -2),) * dim].max() < 1e-10 * grad.max()
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_grid_sampler_reads_exact_vertex_values(degree):
+    grid = Grid(2, 9, 1, 0.0)
+    V = fem.functionspace(grid_mesh(MPI.COMM_SELF, grid), ("Lagrange", degree))
+    u = fem.Function(V)
+    u.interpolate(lambda x: np.sin(3 * x[0]) + x[1] ** 2)
+    X = grid.mesh_grid()
+    expected = np.sin(3 * X[0]) + X[1] ** 2
+    sampler = GridSampler(V, grid)
+    np.testing.assert_allclose(sampler.to_grid(u)[0], expected, atol=1e-13)
+    if degree == 1:  # P1: every dof is a grid point, so grid -> dofs -> grid is the identity
+        w = fem.Function(V)
+        sampler.from_grid(w, expected)
+        np.testing.assert_allclose(w.x.array, u.x.array, atol=1e-13)
+
+
+def _field(n: int, f) -> tuple[torch.Tensor, Grid]:
+    """``f(x, y, t)`` sampled on a 2D grid with 5 snapshots: ``(1, T, X, Y, 1)``."""
+    grid = Grid(2, n, 5, 1.0)
+    X = torch.from_numpy(grid.mesh_grid())
+    t = torch.from_numpy(grid.times()).reshape(-1, 1, 1, 1)
+    return f(X[0], X[1], t)[None], grid
+
+
+def test_stencils_are_exact_on_quadratics():
+    u, grid = _field(9, lambda x, y, t: x**2 + 3 * y**2 + t**2)
+    np.testing.assert_allclose(stencils.laplacian(u, grid).numpy(), 8.0, atol=1e-9)
+    np.testing.assert_allclose(stencils.second_time_derivative(u, grid).numpy(), 2.0, atol=1e-9)
+    u_t = stencils.time_derivative(u, grid)
+    assert u_t.shape == (1, 3, 9, 9, 1)
+    np.testing.assert_allclose(u_t[0, :, 4, 4, 0].numpy(), 2 * grid.times()[1:-1], atol=1e-9)
+    x_derivative = stencils.diff(u, 0, grid)
+    assert x_derivative.shape == (1, 5, 7, 7, 1)
+    np.testing.assert_allclose(
+        x_derivative[0, 0, :, 0, 0].numpy(), 2 * grid.axis(0)[1:-1], atol=1e-9
+    )
+    div = stencils.divergence(torch.stack([u, -u], dim=1), grid, channel_axis=1)
+    np.testing.assert_allclose(
+        div.numpy(), (stencils.diff(u, 0, grid) - stencils.diff(u, 1, grid)).numpy()
+    )
+
+
+def test_laplacian_is_second_order_on_smooth_fields():
+    def error(n: int) -> float:
+        u, grid = _field(n, lambda x, y, t: torch.sin(2 * x) * torch.cos(y) + 0 * t)
+        X = stencils.interior(torch.from_numpy(grid.mesh_grid()), 2)
+        exact = -5 * torch.sin(2 * X[0]) * torch.cos(X[1])
+        return float((stencils.laplacian(u, grid) - exact).abs().max())
+
+    assert np.log2(error(17) / error(33)) == pytest.approx(2.0, abs=0.2)
