@@ -9,14 +9,14 @@ Run: ``.venv/bin/python benchmarks/solver_floor.py [--quick]``. Timings include 
 assembly and solver set-up; forms are compiled (and cached) by a warm-up run first.
 """
 
+from mpi4py import MPI
+
 import argparse
 import time
 
-from mpi4py import MPI  # noqa: I001
-
 import numpy as np
 import ufl
-from dolfinx import fem, mesh
+from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector
 from petsc4py import PETSc
 

@@ -26,6 +26,10 @@ def _register() -> None:
     app.add_typer(solvers_cli.app, name="solvers")
     app.command("solve")(solvers_cli.solve)
 
+    from pdeladder.flows import cli as flows_cli
+
+    app.add_typer(flows_cli.app, name="flows")
+
 
 _register()
 

@@ -56,6 +56,8 @@ from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.random_fields import gaussian_random_field
 
 
+import os
+OMEGA=float(os.environ.get('OMEGA','3'))
 class BurgersParams(Parameters):
     viscosity: float = parameter(0.02, 0.004, 0.2, "1", "kinematic viscosity ν (unit box, unit time)")
     ic_amplitude: float = parameter(
@@ -163,17 +165,17 @@ class Burgers(Family):
         nu, t_end = 0.1, 1.0
         msh = box_mesh(comm, dim, cells)
         x = ufl.SpatialCoordinate(msh)
+        t = fem.Constant(msh, 0.0)
+        if study == "space":
+            g, dg, k = 1.0, 0.0, 1
+        else:
+            g, dg, k = ufl.cos(OMEGA * t), -OMEGA * ufl.sin(OMEGA * t), 0
         phi = ufl.as_vector(
             [
-                math.prod(ufl.sin(ufl.pi * (1 + (i == j)) * x[j]) for j in range(dim))
+                math.prod(ufl.sin(ufl.pi * (1 + k * (i == j)) * x[j]) for j in range(dim))
                 for i in range(dim)
             ]
         )
-        t = fem.Constant(msh, 0.0)
-        if study == "space":
-            g, dg = 1.0, 0.0
-        else:
-            g, dg = ufl.cos(3 * t), -3 * ufl.sin(3 * t)
         exact = g * phi
         f = dg * phi + ufl.grad(exact) * exact - nu * ufl.div(ufl.grad(exact))
 
@@ -222,7 +224,7 @@ def run_semi_implicit_bdf2(
     V = fem.functionspace(msh, ("Lagrange", 1, (dim,)))
     sampler = GridSampler(V, grid) if grid is not None else None
     walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
-    bcs = [fem.dirichletbc(np.zeros(dim), walls, V)]
+    bcs = [fem.dirichletbc(fem.Function(V), walls)]  # zero velocity
 
     u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
     u_n, u_nm1, u_new = fem.Function(V), fem.Function(V), fem.Function(V)

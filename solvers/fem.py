@@ -4,11 +4,12 @@ dofs at grid points and the grid, and linear-solver settings chosen per problem.
 ``from mpi4py import MPI`` comes before any DOLFINx import, as the DOLFINx wheel requires.
 """
 
+from mpi4py import MPI
+
 from typing import Any
 
 import numpy as np
 from dolfinx import fem, mesh
-from mpi4py import MPI
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers.grid import Grid

@@ -19,6 +19,8 @@ The matrix :math:`M + \tau\kappa K` is assembled and factorized (or precondition
 step is one product with the mass matrix :math:`M` and one solve.
 """
 
+from mpi4py import MPI
+
 import math
 import time
 from collections.abc import Callable
@@ -29,7 +31,6 @@ import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from pdeladder.solvers import stencils

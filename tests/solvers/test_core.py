@@ -1,6 +1,6 @@
 """The solver core: grids, random fields, grid sampling of FEM spaces, finite-difference stencils."""
 
-from mpi4py import MPI  # noqa: I001
+from mpi4py import MPI
 
 import numpy as np
 import pytest

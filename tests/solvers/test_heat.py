@@ -1,6 +1,6 @@
 """Heat: the family contract, plus conservation of the mean under zero-flux walls."""
 
-from mpi4py import MPI  # noqa: I001
+from mpi4py import MPI
 
 import numpy as np
 import ufl

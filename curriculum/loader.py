@@ -1,0 +1,96 @@
+"""Reading curriculum YAML files: safe parsing that keeps line numbers, and errors that name the
+field and the line it came from."""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from pdeladder.curriculum.families import UNAVAILABLE
+from pdeladder.curriculum.spec import Curriculum
+from pdeladder.errors import CurriculumError, UserInputError
+
+Path_ = tuple[str | int, ...]
+
+
+def load_curriculum(path: str | Path) -> Curriculum:
+    """Load and validate a curriculum file; :class:`CurriculumError` names the field and line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserInputError(f"cannot read curriculum {str(path)!r}: {err.strerror}") from None
+    return parse_curriculum(text, source=str(path))
+
+
+def parse_curriculum(text: str, source: str = "<string>") -> Curriculum:
+    """Validate curriculum YAML given as text; ``source`` names it in error messages."""
+    data, lines = read_yaml(text, source)
+    if not isinstance(data, dict):
+        raise CurriculumError(f"{source}: a curriculum is a mapping with name, seed and stages")
+    try:
+        return Curriculum.model_validate(data)
+    except ValidationError as err:
+        raise CurriculumError(describe_errors(err, lines, source)) from None
+
+
+def read_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    """Parse YAML safely (no tags evaluated); return the data and the 1-based line of every
+    mapping value and sequence item, keyed by its path of keys and indices."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(err, "problem", None) or str(err)
+        raise CurriculumError(f"{where}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    lines: dict[Path_, int] = {}
+
+    def walk(n: yaml.Node, path: Path_) -> None:
+        lines[path] = n.start_mark.line + 1
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                walk(value, (*path, key.value))
+                lines[(*path, key.value)] = key.start_mark.line + 1
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, (*path, i))
+
+    if node is not None:
+        walk(node, ())
+    return data, lines
+
+
+def describe_errors(
+    err: ValidationError, lines: dict[Path_, int], source: str, most: int = 3
+) -> str:
+    """One line naming, for the first ``most`` errors, the YAML line, the field and the problem."""
+    parts = []
+    for e in err.errors(include_url=False)[:most]:
+        path: Path_ = ()
+        for part in e["loc"]:  # skip the union's tags and validator names, which are not keys
+            if (*path, part) in lines:
+                path = (*path, part)
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        parts.append(f"{source}:{lines.get(path, 1)}: {field or '(top level)'}: {_message(e)}")
+    more = len(err.errors()) - most
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _message(e: dict[str, Any]) -> str:
+    if e["type"] == "union_tag_invalid":
+        tag = e["ctx"]["tag"]
+        if tag in UNAVAILABLE:
+            return f"family {tag!r} is registered but cannot be imported ({UNAVAILABLE[tag]})"
+        return f"unknown family {tag!r}; available: {e['ctx']['expected_tags'].replace("'", '')}"
+    if e["type"] == "union_tag_not_found":
+        return "each family entry needs a 'family' key"
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unknown field (a typo?)"
+    return msg

@@ -1,0 +1,322 @@
+"""Materializing stages: a pool of Ray solver actors fills the store with a stage's samples.
+
+The driver plans the stages, creates their groups, reads which samples are already recorded
+(status ok, or failed with a reason) and hands the rest to ``workers`` actors, two samples in
+flight per actor so none waits between samples. Each actor writes its samples itself. A rerun
+skips recorded samples, so a killed run loses only the samples in flight, and because a sample's
+content depends only on its specification, the finished store is the same bit for bit.
+
+Crashes: a dead actor is restarted by Ray and its in-flight samples are retried once there; a
+sample whose worker still dies is resubmitted once to a fresh actor and then recorded as failed
+with the reason. Solver failures (divergence, NaN) are recorded by the worker. Recorded failures
+are not retried unless ``retry_failed`` is set.
+"""
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from pdeladder.curriculum.loader import load_curriculum
+from pdeladder.curriculum.lock import StageLock
+from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
+from pdeladder.curriculum.spec import Curriculum
+from pdeladder.curriculum.weights import Weights, load_weights
+from pdeladder.curriculum.worker import GroupTarget, Outcome, Solver, solver_actor
+from pdeladder.dataset.store import FAILED, OK, open_store
+from pdeladder.errors import UserInputError
+
+#: Samples in flight per actor: one solving, one queued behind it.
+IN_FLIGHT = 2
+#: Times a sample is handed to a fresh actor after its worker died (beyond Ray's own retry).
+RESUBMITS = 1
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What ``on_progress`` receives: ``kind="stage"`` once a stage's pending work is known,
+    then ``kind="sample"`` per finished sample. Counts cover this run's pending samples."""
+
+    kind: Literal["stage", "sample"]
+    stage: str
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    dof_steps: int
+    elapsed_s: float
+    group: str = ""
+    index: int = -1
+    reason: str = ""
+    pid: int = 0
+
+    @property
+    def dof_steps_per_s(self) -> float:
+        return self.dof_steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass
+class GroupSummary:
+    """One group after a run. ``ok``/``failed``: solved in this run; ``skipped``: recorded
+    before it; ``dof_steps_per_s``: DOF-steps per second of solver wall time (one worker);
+    ``bytes``: uncompressed field bytes written."""
+
+    stage: str
+    group: str
+    family: str
+    dim: int
+    resolution: int
+    snapshots: int
+    samples: int
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0
+    dof_steps: int = 0
+    solve_s: float = 0.0
+    bytes: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def dof_steps_per_s(self) -> float:
+        return self.dof_steps / self.solve_s if self.solve_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "dof_steps_per_s": self.dof_steps_per_s}
+
+
+@dataclass
+class MaterializeSummary:
+    """The result of :func:`materialize`; ``to_dict()`` is JSON-able."""
+
+    curriculum: str
+    store: str
+    workers: int
+    stages: list[str]
+    groups: list[GroupSummary]
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> int:
+        return sum(g.ok for g in self.groups)
+
+    @property
+    def failed(self) -> int:
+        return sum(g.failed for g in self.groups)
+
+    @property
+    def skipped(self) -> int:
+        return sum(g.skipped for g in self.groups)
+
+    @property
+    def dof_steps_per_s(self) -> float:
+        """All workers together: DOF-steps solved per second of the run's wall time."""
+        total = sum(g.dof_steps for g in self.groups)
+        return total / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "curriculum": self.curriculum,
+            "store": self.store,
+            "workers": self.workers,
+            "stages": self.stages,
+            "elapsed_s": self.elapsed_s,
+            "ok": self.ok,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "dof_steps_per_s": self.dof_steps_per_s,
+            "groups": [g.to_dict() for g in self.groups],
+        }
+
+
+@contextmanager
+def ray_session(address: str | None, workers: int) -> Iterator[None]:
+    """Use the Ray runtime already initialized, join the cluster at ``address``, or start a
+    local one on 127.0.0.1 (no dashboard, no usage statistics) for the duration."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env = {"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}}
+    if address:
+        ray.init(address=address, runtime_env=env, log_to_driver=False)
+    else:
+        ray.init(
+            num_cpus=workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env=env,
+            _node_ip_address="127.0.0.1",
+        )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def materialize(
+    spec: "Curriculum | str | Path",
+    stages: list[str] | None = None,
+    store_url: str | None = None,
+    workers: int = 2,
+    address: str | None = None,
+    on_progress: Callable[[ProgressEvent], None] | None = None,
+    weights: "Weights | str | Path | dict | None" = None,
+    *,
+    retry_failed: bool = False,
+) -> MaterializeSummary:
+    """Fill ``store_url`` (default: the curriculum's ``store``) with the samples of ``stages``
+    (default: all, in order) on ``workers`` Ray actors; resumable and idempotent.
+
+    Raises :class:`~pdeladder.errors.UserInputError` subclasses for bad input before anything
+    is written, and :class:`~pdeladder.errors.StoreError` when another run holds a stage.
+    """
+    if not isinstance(spec, Curriculum):
+        spec = load_curriculum(spec)
+    if workers < 1:
+        raise UserInputError(f"workers must be at least 1, got {workers}")
+    url = store_url or spec.store
+    if not url:
+        raise UserInputError(
+            f"curriculum {spec.name!r} names no store: pass --store URL (store_url=...)"
+        )
+    names = [s.name for s in spec.stages] if stages is None else list(stages)
+    w = load_weights(weights)
+    plans = [plan_stage(spec, spec.stage(name), w) for name in names]  # validates before writing
+    store = open_store(url, mode="a", check_writable=True)
+    summary = MaterializeSummary(spec.name, url, workers, names, [])
+    t0 = time.perf_counter()
+    with ray_session(address, workers):
+        pool = ActorPool(url, workers)
+        try:
+            for plan in plans:
+                with StageLock(url, plan.stage) as lock:
+                    summary.groups += run_stage(
+                        plan, spec.name, store, pool, lock, on_progress, retry_failed
+                    )
+        finally:
+            pool.close()
+    summary.elapsed_s = time.perf_counter() - t0
+    return summary
+
+
+class ActorPool:
+    """``size`` solver actors; a dead one is replaced by a fresh one."""
+
+    def __init__(self, url: str, size: int):
+        self.url = url
+        self.cls = solver_actor()
+        self.actors = [self.cls.remote(url) for _ in range(size)]
+        self.generation = [0] * size
+
+    def replace(self, i: int) -> None:
+        import ray
+
+        ray.kill(self.actors[i], no_restart=True)
+        self.actors[i] = self.cls.remote(self.url)
+        self.generation[i] += 1
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+
+
+def run_stage(
+    plan: StagePlan,
+    curriculum: str,
+    store: Any,
+    pool: ActorPool,
+    lock: StageLock,
+    on_progress: Callable[[ProgressEvent], None] | None,
+    retry_failed: bool,
+) -> list[GroupSummary]:
+    """Materialize one stage with ``pool`` while holding ``lock``."""
+    import ray
+    from ray.exceptions import RayActorError, RayTaskError
+
+    targets = {g.path: GroupTarget.of(g, curriculum) for g in plan.groups}
+    plans: dict[str, GroupPlan] = {g.path: g for g in plan.groups}
+    local = Solver(store)  # the driver's own, to create groups and record lost samples
+    summaries = {}
+    queue: deque[tuple[str, int]] = deque()
+    for g in plan.groups:
+        status = local.group(targets[g.path]).status()
+        recorded = (status == OK) | ((status == FAILED) & (not retry_failed))
+        summaries[g.path] = GroupSummary(
+            plan.stage, g.path, g.family, g.grid.dim, g.grid.resolution, g.grid.snapshots, g.n,
+            skipped=int(recorded.sum()),
+        )  # fmt: skip
+        queue.extend((g.path, int(i)) for i in np.flatnonzero(~recorded))
+
+    total, done, failed, dof_steps = len(queue), 0, 0, 0
+    t0 = time.perf_counter()
+
+    def emit(kind: Literal["stage", "sample"], **kw: Any) -> None:
+        if on_progress is not None:
+            on_progress(
+                ProgressEvent(
+                    kind, plan.stage, total, done, failed,
+                    sum(s.skipped for s in summaries.values()), dof_steps,
+                    time.perf_counter() - t0, **kw,
+                )
+            )  # fmt: skip
+
+    emit("stage")
+    inflight: dict[Any, tuple[int, int, str, int]] = {}  # ref -> actor, generation, group, index
+    resubmits: dict[tuple[str, int], int] = {}
+
+    def submit(actor: int) -> None:
+        while queue and sum(1 for a, *_ in inflight.values() if a == actor) < IN_FLIGHT:
+            path, index = queue.popleft()
+            ref = pool.actors[actor].solve.remote(targets[path], plans[path].sample(index))
+            inflight[ref] = (actor, pool.generation[actor], path, index)
+
+    for a in range(len(pool.actors)):
+        submit(a)
+    while inflight:
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=lock.stale_after / 8)
+        lock.refresh()
+        for ref in ready:
+            actor, generation, path, index = inflight.pop(ref)
+            summary = summaries[path]
+            try:
+                outcome: Outcome = ray.get(ref)
+            except RayActorError as err:
+                if generation == pool.generation[actor]:  # not yet replaced for this death
+                    pool.replace(actor)
+                key = (path, index)
+                if resubmits.get(key, 0) < RESUBMITS:
+                    resubmits[key] = resubmits.get(key, 0) + 1
+                    queue.appendleft(key)
+                    submit(actor)
+                    continue
+                reason = f"solver process died ({type(err).__name__})"
+                local.record_failure(targets[path], plans[path].sample(index), reason)
+                outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
+            except RayTaskError as err:
+                reason = f"{type(err.cause).__name__}: {err.cause}"[:500]
+                local.record_failure(targets[path], plans[path].sample(index), reason)
+                outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
+            done += 1
+            summary.solve_s += outcome.wall_s
+            if outcome.ok:
+                summary.ok += 1
+                summary.dof_steps += outcome.dof_steps
+                summary.bytes += plans[path].field_bytes // plans[path].n
+                dof_steps += outcome.dof_steps
+            else:
+                failed += 1
+                summary.failed += 1
+                summary.failures.append({"index": index, "reason": outcome.reason})
+            emit("sample", group=path, index=index, reason=outcome.reason, pid=outcome.pid)
+            submit(actor)
+    return list(summaries.values())

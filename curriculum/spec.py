@@ -1,0 +1,149 @@
+"""The curriculum specification: what a curriculum YAML file holds, as frozen pydantic models.
+
+A curriculum is an ordered list of stages. Each stage lists its families (a group of samples per
+family, dimension and resolution, with the parameter ranges that set its difficulty) and the
+``training`` settings the trainer uses on that stage's data; ``model`` sets the neural operator.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from pdeladder.curriculum.families import FROZEN, FamilyEntry
+from pdeladder.solvers.grid import Grid
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class LearningRate(BaseModel):
+    """Learning-rate schedule: linear warm-up from 0 to ``initial`` over ``warmup_steps``, then
+    ``constant``, ``cosine`` decay to ``final`` at the last step, or ``step`` decay by ``gamma``
+    every ``step_size`` steps."""
+
+    model_config = FROZEN
+
+    initial: float = Field(1e-3, gt=0)
+    schedule: Literal["constant", "cosine", "step"] = "cosine"
+    final: float = Field(1e-5, ge=0, description="cosine: rate at the last step")
+    warmup_steps: int = Field(0, ge=0)
+    step_size: int = Field(1000, ge=1, description="step: steps between decays")
+    gamma: float = Field(0.5, gt=0, le=1, description="step: factor per decay")
+
+    @model_validator(mode="after")
+    def _final_below_initial(self) -> "LearningRate":
+        if self.final > self.initial:
+            raise ValueError(f"final {self.final:g} is above initial {self.initial:g}")
+        return self
+
+
+class LossWeights(BaseModel):
+    """Weights of the loss terms: relative L2 to the solver's data, and the mean-square strong-form
+    PDE residual of the prediction (the family's ``residual``)."""
+
+    model_config = FROZEN
+
+    data: float = Field(1.0, ge=0)
+    residual: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> "LossWeights":
+        if self.data == 0 and self.residual == 0:
+            raise ValueError("data and residual weights are both 0: nothing to train on")
+        return self
+
+
+class SelfImprovement(BaseModel):
+    """Residual-driven phase after the supervised steps: ``samples`` new parameter points are drawn
+    from the stage's ranges (no solver), the model's predictions for them are trained on the PDE
+    residual (``residual_weight``) while the stage's solver data anchor it (``data_anchor_weight``)."""
+
+    model_config = FROZEN
+
+    steps: int = Field(ge=1)
+    residual_weight: float = Field(1.0, gt=0)
+    data_anchor_weight: float = Field(0.1, ge=0)
+    samples: int = Field(ge=1, description="parameter points drawn per family")
+
+
+class Training(BaseModel):
+    """How the trainer uses one stage's data (after training on the stages before it)."""
+
+    model_config = FROZEN
+
+    steps: int = Field(1000, ge=1)
+    batch_size: int = Field(8, ge=1)
+    learning_rate: LearningRate = LearningRate()
+    loss: LossWeights = LossWeights()
+    modes: int | None = Field(
+        None, ge=1, description="Fourier modes kept per axis in this stage (grow with resolution)"
+    )
+    self_improvement: SelfImprovement | None = None
+
+
+class Model(BaseModel):
+    """The neural operator: lifting width, Fourier modes kept per axis, number of spectral layers."""
+
+    model_config = FROZEN
+
+    width: int = Field(32, ge=1)
+    modes: int = Field(8, ge=1)
+    layers: int = Field(4, ge=1)
+
+
+class Stage(BaseModel):
+    model_config = FROZEN
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    families: list[FamilyEntry] = Field(min_length=1)
+    training: Training = Training()
+
+    @model_validator(mode="after")
+    def _groups_unique(self) -> "Stage":
+        seen = set()
+        for entry in self.families:
+            for grid in entry.grids():
+                key = (entry.family, grid)
+                if key in seen:
+                    raise ValueError(
+                        f"{entry.family} {grid.dim}D at resolution {grid.resolution} "
+                        f"with {grid.snapshots} snapshots is listed twice"
+                    )
+                seen.add(key)
+        return self
+
+    def groups(self) -> list[tuple[FamilyEntry, Grid]]:
+        """The stage's groups in file order: (family entry, grid)."""
+        return [(entry, grid) for entry in self.families for grid in entry.grids()]
+
+
+class Curriculum(BaseModel):
+    """A whole curriculum. ``seed`` determines every sample; ``store`` is the default store URL."""
+
+    model_config = FROZEN
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    seed: int = Field(ge=0)
+    store: str | None = None
+    model: Model = Model()
+    stages: list[Stage] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _stage_names_unique(self) -> "Curriculum":
+        names = [s.name for s in self.stages]
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"stage names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    def stage(self, name: str) -> Stage:
+        """The stage called ``name``; an unknown name lists the available ones."""
+        from pdeladder.errors import UnknownNameError
+
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise UnknownNameError(
+            f"curriculum {self.name!r} has no stage {name!r}; available: "
+            + ", ".join(s.name for s in self.stages)
+        )

@@ -1,0 +1,103 @@
+"""The solver worker: solves samples on ``MPI.COMM_SELF`` and writes each one straight into the
+store, so no field data passes through the driver. :class:`Solver` is plain Python (usable in a
+loop, as the benchmark does); :func:`solver_actor` wraps it as a restartable Ray actor.
+"""
+
+from mpi4py import MPI
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pdeladder.curriculum.plan import GroupPlan, SampleSpec
+from pdeladder.dataset.store import Group, Store, open_store
+from pdeladder.solvers.family import Sample, SolveStats
+from pdeladder.solvers.registry import get_family
+
+
+@dataclass(frozen=True)
+class GroupTarget:
+    """What a worker needs to open a group: the arguments of ``Store.require_group``."""
+
+    stage: str
+    family: str
+    dim: int
+    resolution: int
+    snapshots: int
+    t_end: float
+    n_samples: int
+    attrs: dict[str, Any]
+
+    @classmethod
+    def of(cls, plan: GroupPlan, curriculum: str) -> "GroupTarget":
+        g = plan.grid
+        attrs = {"config_hash": plan.config_hash, "curriculum": curriculum}
+        return cls(
+            plan.stage, plan.family, g.dim, g.resolution, g.snapshots, g.t_end, plan.n, attrs
+        )
+
+    def open(self, store: Store) -> Group:
+        fam = get_family(self.family)
+        grid = fam.grid(self.dim, self.resolution, self.snapshots, self.t_end)
+        return store.require_group(self.stage, fam, grid, self.n_samples, self.attrs)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The small record a worker returns for one sample (its data is already in the store)."""
+
+    group: str
+    index: int
+    ok: bool
+    reason: str
+    dof_steps: int
+    wall_s: float
+    pid: int
+
+
+def failed_sample(spec: SampleSpec, reason: str) -> Sample:
+    """A failed sample for ``spec`` carrying ``reason`` (recorded without data)."""
+    fam = get_family(spec.family)
+    stats = SolveStats(status="failed", reason=reason)
+    return Sample(spec.family, None, spec.grid, fam.Params(**spec.params), spec.seed, stats)
+
+
+class Solver:
+    """Solves samples and writes them into ``store`` (an open store or its URL)."""
+
+    def __init__(self, store: Store | str):
+        self.store = open_store(store, mode="a") if isinstance(store, str) else store
+        self.groups: dict[tuple, Group] = {}
+
+    def group(self, target: GroupTarget) -> Group:
+        key = target.stage, target.family, target.dim, target.resolution, target.snapshots
+        if key not in self.groups:
+            self.groups[key] = target.open(self.store)
+        return self.groups[key]
+
+    def solve(self, target: GroupTarget, spec: SampleSpec) -> Outcome:
+        group = self.group(target)
+        fam = get_family(spec.family)
+        sample = fam.run(fam.Params(**spec.params), spec.grid, spec.seed, MPI.COMM_SELF)
+        group.write(spec.index, sample)
+        s = sample.stats
+        return Outcome(
+            group.path, spec.index, sample.ok, s.reason, s.dofs * s.steps, s.wall_s, os.getpid()
+        )
+
+    def record_failure(self, target: GroupTarget, spec: SampleSpec, reason: str) -> None:
+        """Record ``spec`` as failed with ``reason`` (when its worker could not)."""
+        self.group(target).write(spec.index, failed_sample(spec, reason))
+
+
+def solver_actor(max_restarts: int = 2, max_task_retries: int = 1) -> Any:
+    """The Ray actor class of :class:`Solver`: one CPU, one OpenMP thread; restarted after a
+    crash (``max_restarts``) with its in-flight samples retried (``max_task_retries``)."""
+    import ray
+
+    return ray.remote(
+        num_cpus=1,
+        max_restarts=max_restarts,
+        max_task_retries=max_task_retries,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
+    )(Solver)

@@ -1,0 +1,496 @@
+"""Zarr v3 stores of solver samples, through fsspec URLs (paths, ``file://``, ``memory://``, ``s3://``).
+
+A store holds one group per (stage, family, dimension, resolution, snapshots); the arrays of a
+group are listed in :mod:`pdeladder.dataset.format` and ``docs/format.md``.
+
+Concurrency: samples are chunked one per chunk in every per-sample array, so any number of
+processes may :meth:`Group.write` different samples of one fixed-size group at once. Group
+creation is race-safe: every writer creates the same deterministic metadata and tolerates
+finding it already there. An appendable group (``n_samples=None``) has one writer at a time.
+A sample's ``status`` is written after its data; a failed sample records its reason, never data.
+
+Example::
+
+    store = open_store("s3://bucket/run", mode="a", check_writable=True)
+    group = store.require_group("stage0", get_family("heat"), grid, n_samples=64)
+    group.write(3, sample)
+    fields = group.read(3)  # float32 (T, C, X, Y, Z)
+"""
+
+import json
+import os
+import uuid
+import zlib
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import fsspec
+import numpy as np
+import zarr
+import zarr.errors
+from zarr.storage import FsspecStore, LocalStore
+
+from pdeladder.dataset import format as fmt
+from pdeladder.dataset.format import FAILED, MISSING, OK, STATUS_NAMES
+from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
+from pdeladder.dataset.provenance import checksum, software_versions
+from pdeladder.errors import StoreError, UserInputError
+from pdeladder.solvers.family import Family, Sample
+from pdeladder.solvers.grid import Grid
+
+__all__ = ["FAILED", "MISSING", "OK", "STATUS_NAMES", "Group", "Store", "open_store"]
+
+ROOT_ATTRS = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION}
+_ARRAY_CONFIG = {"write_empty_chunks": True}  # a written sample always has its chunks on disk
+
+
+def _protocol(url: str) -> tuple[str, str]:
+    protocol, path = fsspec.core.split_protocol(url)
+    return protocol or "file", path
+
+
+def _zarr_store(url: str, read_only: bool, storage_options: dict | None) -> Any:
+    protocol, path = _protocol(url)
+    try:
+        if protocol == "file":
+            return LocalStore(path, read_only=read_only)
+        return FsspecStore.from_url(url, storage_options=storage_options, read_only=read_only)
+    except ImportError as err:
+        raise StoreError(f"{url}: no filesystem for {protocol}:// ({err.name} is missing)") from None
+    except Exception as err:
+        raise StoreError(f"{url}: cannot open ({type(err).__name__}: {err})") from None
+
+
+def _check_writable(url: str, storage_options: dict | None) -> None:
+    """Fail with a one-line StoreError if ``url`` cannot be written; create nothing."""
+    protocol, path = _protocol(url)
+    if protocol == "memory":
+        return
+    if protocol == "file":
+        p = Path(path).absolute()
+        if p.exists() and not p.is_dir():
+            raise StoreError(f"{url}: exists and is not a directory")
+        if p.is_dir() and any(p.iterdir()) and not (p / "zarr.json").exists():
+            raise StoreError(f"{url}: directory is not empty and is not a zarr store")
+        existing = next(a for a in (p, *p.parents) if a.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise StoreError(f"{url}: cannot write under {existing}")
+        return
+    try:  # object stores: write a probe object and remove it
+        fs = fsspec.filesystem(protocol, **(storage_options or {}))
+        probe = f"{path.rstrip('/')}/.pdeladder-write-probe-{uuid.uuid4().hex}"
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except Exception as err:
+        raise StoreError(f"{url}: not writable ({type(err).__name__}: {err})") from None
+
+
+def open_store(
+    url: str,
+    mode: Literal["r", "a"] = "r",
+    *,
+    check_writable: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> "Store":
+    """Open (``"r"``) or open-or-create (``"a"``) the store at ``url``.
+
+    ``check_writable`` fails fast, before anything is created, when the location cannot be
+    written. ``storage_options`` go to the fsspec filesystem (e.g. ``endpoint_url`` for S3).
+    """
+    if mode not in ("r", "a"):
+        raise UserInputError(f"store mode must be 'r' or 'a', not {mode!r}")
+    if check_writable:
+        if mode != "a":
+            raise UserInputError("check_writable needs mode='a'")
+        _check_writable(url, storage_options)
+    zstore = _zarr_store(url, mode == "r", storage_options)
+    try:
+        root = zarr.open_group(zstore, mode=mode, attributes=ROOT_ATTRS if mode == "a" else None)
+    except (FileNotFoundError, zarr.errors.NodeNotFoundError):
+        raise StoreError(f"{url}: no store there") from None
+    except zarr.errors.ContainsArrayError:
+        raise StoreError(f"{url}: holds a zarr array, not a store") from None
+    except Exception as err:
+        raise StoreError(f"{url}: cannot open ({type(err).__name__}: {err})") from None
+    attrs = dict(root.attrs)
+    if mode == "a" and "format" not in attrs and not any(True for _ in root.keys()):
+        root.update_attributes(ROOT_ATTRS)
+        attrs = ROOT_ATTRS
+    fmt.check_version(attrs, url)
+    return Store(url, root, read_only=mode == "r")
+
+
+def group_metadata(
+    stage: str,
+    family: Family,
+    grid: Grid,
+    n_samples: int | None,
+    attrs: dict[str, Any] | None,
+    compression: str,
+) -> dict[str, Any]:
+    """The deterministic attributes of a group (``software`` aside, equal for every writer)."""
+    if not stage or "/" in stage or stage.startswith("."):
+        raise UserInputError(f"stage name must be non-empty without '/', got {stage!r}")
+    if n_samples is not None and n_samples < 1:
+        raise UserInputError(f"n_samples must be positive, got {n_samples}")
+    if compression not in fmt.COMPRESSIONS:
+        raise UserInputError(
+            f"unknown compression {compression!r}; available: {', '.join(fmt.COMPRESSIONS)}"
+        )
+    channels = family.channels_for(grid.dim)
+    meta: dict[str, Any] = {
+        **ROOT_ATTRS,
+        "stage": stage,
+        "family": family.name,
+        "title": family.title,
+        "equation": family.equation,
+        "boundary_conditions": family.boundary_conditions,
+        "steady": family.steady,
+        "dim": grid.dim,
+        "resolution": grid.resolution,
+        "snapshots": grid.snapshots,
+        "t_end": grid.t_end,
+        "channels": [
+            {"name": c.name, "long_name": c.long_name, "units": c.units, "role": c.role}
+            for c in channels
+        ],
+        "parameters": [
+            {k: p[k] for k in ("name", "units", "low", "high", "description")}
+            for p in family.Params.describe()
+        ],
+        "n_samples": n_samples,
+        "chunk_time": fmt.chunk_time(grid.snapshots, len(channels), grid.shape),
+        "compression": compression,
+        "software": software_versions(),
+    }
+    extra = dict(attrs or {})
+    if clash := sorted(set(extra) & set(meta)):
+        raise UserInputError(f"attrs may not set reserved group attributes: {', '.join(clash)}")
+    try:
+        meta.update(json.loads(json.dumps(extra)))
+    except (TypeError, ValueError) as err:
+        raise UserInputError(f"attrs must be JSON values: {err}") from None
+    return meta
+
+
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if k not in fmt.MUTABLE_ATTRS}
+
+
+class Store:
+    """A pdeladder store: groups of samples under one zarr root."""
+
+    def __init__(self, url: str, root: zarr.Group, *, read_only: bool):
+        self.url, self.root, self.read_only = url, root, read_only
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r}, read_only={self.read_only})"
+
+    def groups(self) -> list[str]:
+        """Paths ``stage/family/{dim}d_n{res}_t{T}`` of the sample groups, sorted."""
+        out = []
+        for stage, sg in self.root.groups():
+            for family, fg in sg.groups():
+                out += [f"{stage}/{family}/{name}" for name, _ in fg.groups()]
+        return sorted(out)
+
+    def group(self, path: str) -> "Group":
+        """The group at ``path`` (one of :meth:`groups`)."""
+        try:
+            node = self.root[path]
+        except KeyError:
+            raise StoreError(f"{self.url}: no group {path!r}") from None
+        if not isinstance(node, zarr.Group):
+            raise StoreError(f"{self.url}: {path!r} is an array, not a group")
+        return Group(self, path, node)
+
+    def require_group(
+        self,
+        stage: str,
+        family: Family,
+        grid: Grid,
+        n_samples: int | None = None,
+        attrs: dict[str, Any] | None = None,
+        *,
+        compression: str = fmt.DEFAULT_COMPRESSION,
+    ) -> "Group":
+        """Open the group of ``(stage, family, grid)``, creating it if absent.
+
+        ``n_samples=None`` makes an appendable group; ``n_samples=N`` a fixed one with every
+        sample missing. Re-opening with the same configuration is a no-op; a different one
+        (family, grid, N, attrs such as ``config_hash``) is a :class:`StoreError`.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.url}: opened read-only; open it with mode='a' to write")
+        meta = group_metadata(stage, family, grid, n_samples, attrs, compression)
+        path = fmt.group_path(stage, family.name, grid.dim, grid.resolution, grid.snapshots)
+        try:
+            node = self.root.create_group(path, attributes=meta)
+        except (zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayAndGroupError):
+            node = self.root[path]
+            old, new = _identity(dict(node.attrs)), _identity(meta)
+            if old != new:
+                keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+                diff = "; ".join(f"{k}: {old.get(k)!r} != {new.get(k)!r}" for k in keys)
+                raise StoreError(
+                    f"{self.url}: group {path} exists with another configuration ({diff})"
+                ) from None
+        except Exception as err:
+            raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
+        n = 0 if n_samples is None else n_samples
+        for spec in fmt.layout(meta, n):
+            _require_array(node, spec, meta)
+        return Group(self, path, node)
+
+
+def _require_array(node: zarr.Group, spec: fmt.ArraySpec, meta: dict[str, Any]) -> None:
+    """Create one array of a group unless it exists (identical metadata from every writer)."""
+    if spec.name in node:
+        return
+    dtype = str if spec.dtype == "str" else spec.dtype
+    try:
+        arr = node.create_array(
+            spec.name,
+            shape=spec.shape,
+            dtype=dtype,
+            chunks=spec.chunks,
+            fill_value=spec.fill_value,
+            compressors=fmt.COMPRESSIONS[spec.compression] or None,
+            dimension_names=spec.dims,
+            attributes=spec.attrs,
+            config=_ARRAY_CONFIG,
+        )
+    except zarr.errors.ContainsArrayError:
+        return
+    if not spec.per_sample:
+        arr[:] = fmt.coordinate_values(meta)[spec.name]
+
+
+class Group:
+    """One group of samples; see the module docstring for the concurrency rules."""
+
+    def __init__(self, store: Store, path: str, node: zarr.Group):
+        self.store, self.path, self.node = store, path, node
+        self.attrs: dict[str, Any] = dict(node.attrs)
+        fmt.check_version(self.attrs, f"{store.url}::{path}")
+        self._arrays: dict[str, zarr.Array] = {}
+
+    def __repr__(self) -> str:
+        return f"Group({self.store.url!r}, {self.path!r})"
+
+    def array(self, name: str) -> zarr.Array:
+        """The zarr array ``name`` of this group (opened once)."""
+        if name not in self._arrays:
+            try:
+                self._arrays[name] = self.node[name]
+            except KeyError:
+                raise StoreError(f"{self.store.url}::{self.path}: array {name!r} is missing") from None
+        return self._arrays[name]
+
+    def where(self, index: int | None = None) -> str:
+        """``url::group[index]``: how errors name a sample."""
+        base = f"{self.store.url}::{self.path}"
+        return base if index is None else f"{base} sample {index}"
+
+    # -- description ---------------------------------------------------------------------------
+
+    @property
+    def family(self) -> str:
+        return self.attrs["family"]
+
+    @cached_property
+    def grid(self) -> Grid:
+        a = self.attrs
+        return Grid(a["dim"], a["resolution"], a["snapshots"], float(a["t_end"]))
+
+    @property
+    def channel_names(self) -> list[str]:
+        return [c["name"] for c in self.attrs["channels"]]
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p["name"] for p in self.attrs["parameters"]]
+
+    @property
+    def n_samples(self) -> int:
+        return self.array("status").shape[0]
+
+    @property
+    def sample_shape(self) -> tuple[int, int, int, int, int]:
+        """``(T, C, X, Y, Z)`` of one sample."""
+        return (self.grid.snapshots, len(self.channel_names), *self.grid.shape)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def status(self) -> np.ndarray:
+        """``(N,)`` uint8: MISSING (0), OK (1) or FAILED (2) per sample."""
+        return self._get("status", slice(None))
+
+    def checksums(self) -> np.ndarray:
+        """``(N,)`` uint32 CRC-32 of each sample's fields (0 where not ok)."""
+        return self._get("checksum", slice(None))
+
+    def params(self) -> np.ndarray:
+        """``(N, P)`` float64 parameter vectors (NaN where never written)."""
+        return self._get("params", slice(None))
+
+    def info(self, index: int) -> dict[str, Any]:
+        """Everything recorded about one sample except its fields."""
+        self._check_index(index)
+        status = int(self._get("status", index))
+        out = {
+            "index": index,
+            "status": STATUS_NAMES[status],
+            "reason": str(self._get("reason", index)),
+            "seed": int(self._get("seed", index)),
+            "params": dict(zip(self.param_names, self._get("params", index).tolist(), strict=True)),
+            "stats": {k: self._get(f"stats_{k}", index).item() for k in fmt.SOLVER_STATS},
+            "checksum": int(self._get("checksum", index)),
+        }
+        prov = str(self._get("provenance", index))
+        out["provenance"] = json.loads(prov) if prov else {}
+        return out
+
+    def read(self, index: int) -> np.ndarray:
+        """The fields of sample ``index``, float32 ``(T, C, X, Y, Z)``.
+
+        Raises StoreError naming the sample unless its status is ok and its chunks decode to
+        the recorded checksum.
+        """
+        self._check_index(index)
+        status = int(self._get("status", index))
+        if status != OK:
+            reason = f" ({self._get('reason', index)})" if status == FAILED else ""
+            raise StoreError(f"{self.where(index)}: status is {STATUS_NAMES[status]}{reason}")
+        return self.read_fields(index, int(self._get("checksum", index)))
+
+    def read_fields(self, index: int, expected_checksum: int) -> np.ndarray:
+        """Read sample ``index``'s fields and check them against ``expected_checksum``; for
+        callers that already hold the group's status and checksums (the loaders)."""
+        data = self._get("fields", index)
+        if checksum(data) != expected_checksum:
+            raise StoreError(
+                f"{self.where(index)}: fields do not match their checksum (a chunk is corrupt "
+                "or missing); rewrite the sample"
+            )
+        return data
+
+    def _get(self, name: str, index: Any) -> np.ndarray:
+        try:
+            return self.array(name)[index]
+        except StoreError:
+            raise
+        except Exception as err:
+            at = self.where(index) if isinstance(index, int) else self.where()
+            raise StoreError(
+                f"{at}: cannot read {name} ({type(err).__name__}: {err}); a chunk is corrupt or "
+                "truncated"
+            ) from err
+
+    def _check_index(self, index: int) -> None:
+        n = self.n_samples
+        if not 0 <= index < n:
+            raise UserInputError(f"{self.where()}: sample index {index} outside [0, {n})")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, index: int, sample: Sample) -> None:
+        """Write ``sample`` at ``index``: data, parameters, seed, statistics, checksum and
+        moments first, then status ok; a failed sample gets status failed and its reason."""
+        self._check_write(sample)
+        self._check_index(index)
+        arr = self.array
+        if int(self._get("status", index)) != MISSING:
+            arr("status")[index] = MISSING  # no reader trusts a sample while it is rewritten
+        arr("params")[index] = sample.params.vector()
+        arr("seed")[index] = sample.seed
+        for name in fmt.SOLVER_STATS:
+            arr(f"stats_{name}")[index] = getattr(sample.stats, name)
+        arr("provenance")[index] = json.dumps(sample.provenance, sort_keys=True, default=str)
+        if not sample.ok:
+            arr("reason")[index] = sample.stats.reason or "failed"
+            arr("status")[index] = FAILED
+            return
+        fields = sample.fields
+        arr("fields")[index] = fields
+        arr("checksum")[index] = checksum(fields)
+        arr("moments")[index] = sample_moments(fields)
+        arr("reason")[index] = ""
+        arr("status")[index] = OK
+
+    def append(self, sample: Sample) -> int:
+        """Write ``sample`` at the end of an appendable group; returns its index."""
+        if self.attrs["n_samples"] is not None:
+            raise StoreError(
+                f"{self.where()}: has a fixed size of {self.attrs['n_samples']}; use write(index)"
+            )
+        self._check_write(sample)
+        n = self.n_samples
+        for spec in fmt.layout(self.attrs, n + 1):
+            if spec.per_sample:
+                self.array(spec.name).resize(spec.shape)
+        self.write(n, sample)
+        return n
+
+    def _check_write(self, sample: Sample) -> None:
+        if self.store.read_only:
+            raise StoreError(f"{self.store.url}: opened read-only; open it with mode='a' to write")
+        if sample.family != self.family or sample.grid != self.grid:
+            raise UserInputError(
+                f"{self.where()}: sample of {sample.family} on {sample.grid} does not belong "
+                f"to this group ({self.family} on {self.grid})"
+            )
+        if sample.params.names() != self.param_names:
+            raise UserInputError(f"{self.where()}: parameters {sample.params.names()} differ")
+        if sample.ok:
+            f = sample.fields
+            if f is None or f.dtype != np.float32 or f.shape != self.sample_shape:
+                got = None if f is None else f"{f.dtype}{f.shape}"
+                raise UserInputError(
+                    f"{self.where()}: fields must be float32{self.sample_shape}, got {got}"
+                )
+            if not np.all(np.isfinite(f)):
+                raise UserInputError(f"{self.where()}: fields hold NaN/Inf; record a failure")
+
+    # -- normalisation statistics --------------------------------------------------------------
+
+    def moments(self) -> np.ndarray:
+        """``(C, 3)`` merged ``(count, mean, M2)`` per channel over the ok samples."""
+        ok = self.status() == OK
+        return merge_moments(self._get("moments", slice(None))[ok])
+
+    def update_stats(self) -> dict[str, Any]:
+        """Merge the per-sample moments and cache them in the ``normalization`` attribute.
+
+        Call once a stage is written (one caller at a time: it rewrites the group's attributes).
+        """
+        if self.store.read_only:
+            raise StoreError(f"{self.store.url}: opened read-only; open it with mode='a' to write")
+        stats = self._compute_stats()
+        self.node.update_attributes({"normalization": stats})
+        self.attrs["normalization"] = stats
+        return stats
+
+    def normalization(self) -> dict[str, Any]:
+        """``{"count", "mean", "std", "m2": [C], "ok_samples", "status_crc"}``: the cached
+        statistics when they describe the current ok samples, else freshly merged ones."""
+        cached = self.attrs.get("normalization")
+        status = self.status()
+        if cached and cached.get("status_crc") == zlib.crc32(status.tobytes()):
+            return cached
+        return self._compute_stats(status)
+
+    def _compute_stats(self, status: np.ndarray | None = None) -> dict[str, Any]:
+        status = self.status() if status is None else status
+        merged = merge_moments(self._get("moments", slice(None))[status == OK])
+        mean, std = mean_std(merged)
+        return {
+            "channels": self.channel_names,
+            "count": merged[:, 0].tolist(),
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "m2": merged[:, 2].tolist(),
+            "ok_samples": int((status == OK).sum()),
+            "status_crc": zlib.crc32(status.tobytes()),
+        }

@@ -1,0 +1,407 @@
+r"""Incompressible Navier–Stokes: decaying random vortices in a closed box with no-slip walls.
+
+Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 2, 3`:
+
+.. math::
+    \partial_t u + (u \cdot \nabla) u - \nu \Delta u + \nabla p = f, \qquad \nabla \cdot u = 0
+    \quad \text{in } \Omega \times (0, T], \qquad u = 0 \text{ on } \partial\Omega,
+
+with :math:`f = 0` and :math:`\nu = 1 / Re` for samples (unit root-mean-square initial speed,
+unit box). The initial velocity is the curl of a random stream function (2D) or vector potential
+(3D) :math:`\psi = \xi\, w^2`, :math:`\xi` a Gaussian random field of length scale :math:`\ell`
+and :math:`w = \prod_i 4 x_i (1 - x_i)`, so it is divergence-free and vanishes on the walls.
+
+Weak form, Taylor–Hood P2–P1, semi-implicit Euler with step :math:`\tau`: find
+:math:`(u^{n+1}, p^{n+1})` with :math:`u^{n+1} = 0` on the walls such that for all
+:math:`(v, q)`
+
+.. math::
+    \tfrac{1}{\tau}(u^{n+1} - u^n, v) + c(u^n; u^{n+1}, v) + \nu (\nabla u^{n+1}, \nabla v)
+    - (p^{n+1}, \nabla \cdot v) - (q, \nabla \cdot u^{n+1}) = (f^{n+1}, v),
+
+with the skew-symmetric convection :math:`c(w; u, v) = ((w \cdot \nabla) u, v)
++ \tfrac12 ((\nabla \cdot w)\, u, v)`, so :math:`c(w; u, u) = 0` and the discrete kinetic
+energy decays as in the continuous problem, at any Reynolds number and time step. Lagging the
+advecting velocity makes each step one linear saddle-point solve (no Newton iteration); the
+matrix changes with :math:`u^n`, so it is reassembled in place each step and refactorized
+numerically by LU (MUMPS), reusing the symbolic analysis. The pressure is fixed by pinning it at
+the origin and stored with zero mean.
+
+The stored initial state is the discretely divergence-free L2 projection of :math:`\nabla \times
+\psi_h` and the pressure consistent with it (from the momentum equation at :math:`t = 0`).
+"""
+
+from mpi4py import MPI  # noqa: I001  (first: the DOLFINx wheel loads libmpi through it)
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import basix.ufl
+import numpy as np
+import torch
+import ufl
+from dolfinx import fem
+from dolfinx.fem.petsc import (
+    apply_lifting,
+    assemble_matrix,
+    assemble_vector,
+    create_matrix,
+    create_vector,
+    set_bc,
+)
+from petsc4py import PETSc
+
+from pdeladder.errors import SolveError
+from pdeladder.solvers import stencils
+from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.fem import (
+    GridSampler,
+    boundary_facets,
+    box_mesh,
+    choose_solver,
+    grid_mesh,
+    make_ksp,
+    solve_checked,
+)
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.random_fields import gaussian_random_field
+
+
+class NavierStokesParams(Parameters):
+    reynolds: float = parameter(
+        100.0, 10.0, 1000.0, "1", "Reynolds number Re = U L / ν (U = 1 initial rms speed, L = 1)"
+    )
+    length_scale: float = parameter(
+        0.2, 0.05, 0.5, "1", "correlation length ℓ of the initial stream function"
+    )
+
+
+class NavierStokes(Family):
+    name = "navier_stokes"
+    title = "Incompressible Navier–Stokes (decaying vortices in a box)"
+    equation = (
+        r"\partial_t u + (u \cdot \nabla) u - \nu \Delta u + \nabla p = 0, \ \nabla \cdot u = 0"
+    )
+    dims = (2, 3)
+    Params = NavierStokesParams
+    channels = (
+        Channel("u", "velocity x"),
+        Channel("v", "velocity y"),
+        Channel("w", "velocity z"),
+        Channel("p", "kinematic pressure (zero mean)"),
+    )
+    boundary_conditions = "no-slip (u = 0) on all walls; pressure with zero mean"
+    difficulty = "reynolds"
+    t_end = 1.0
+    expected_rate_space = 3.0  # P2 velocity, L2
+    expected_rate_time = 1.0
+    convergence_plan: ClassVar[dict[str, Any]] = {
+        "space": {"cells": (8, 16, 32), "steps": 4},
+        "time": {"steps": (8, 16, 32), "cells": 24},
+    }
+
+    @classmethod
+    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
+        return (*cls.channels[:dim], cls.channels[-1])
+
+    def solve(
+        self,
+        params: NavierStokesParams,
+        grid: Grid,
+        rng: np.random.Generator,
+        comm: MPI.Comm,
+        stats: SolveStats,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        # The potential lives on the grid of twice the resolution, whose points are exactly the
+        # P2 dofs of the sample's mesh (vertices and edge midpoints).
+        fine = Grid(grid.dim, 2 * grid.cells + 1, 1, 0.0)
+        x = fine.mesh_grid()[: grid.dim]
+        envelope = np.prod(16 * x**2 * (1 - x) ** 2, axis=0)
+        components = 1 if grid.dim == 2 else 3
+        potential = np.stack(
+            [
+                envelope * gaussian_random_field(fine.shape, params.length_scale, rng)
+                for _ in range(components)
+            ]
+        )
+        msh = grid_mesh(comm, grid)
+        # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
+        every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+        steps = every * (grid.snapshots - 1)
+        flow = TaylorHoodFlow(msh, 1.0 / params.reynolds, grid.t_end / steps)
+        try:
+            flow.start_from_potential(potential, fine, stats)
+            samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
+            frames = [flow.sample(*samplers)]
+            for n in range(1, steps + 1):
+                flow.step(n * flow.tau, stats)
+                if n % every == 0:
+                    frames.append(flow.sample(*samplers))
+                    if not np.all(np.isfinite(frames[-1])):
+                        raise SolveError(f"non-finite velocity at step {n} of {steps}")
+        finally:
+            flow.close()
+        stats.dofs = flow.dofs
+        stats.steps = steps
+        return np.stack(frames).astype(np.float32), {
+            "element": "Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
+            "time_scheme": "semi-implicit Euler (lagged advecting velocity, skew-symmetric)",
+            "time_step": flow.tau,
+            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+            "linear_solver": f"{flow.solver} (MUMPS), refactorized each step",
+            "initial_condition": "divergence-free L2 projection of curl(ξ w²)",
+        }
+
+    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
+        dim = grid.dim
+        u, p = fields[:, :, :dim], fields[:, :, dim]  # (B, T, dim, X, Y, Z), (B, T, X, Y, Z)
+        nu = 1.0 / stencils.broadcast_param(params, self.Params.names().index("reynolds"), p)
+        u_mid, p_mid = stencils.time_interior(u), stencils.time_interior(p)
+        momentum = []
+        for i in range(dim):
+            ui = u_mid[:, :, i]
+            advection = sum(
+                stencils.interior(u_mid[:, :, j], dim) * stencils.diff(ui, j, grid)
+                for j in range(dim)
+            )
+            momentum.append(
+                stencils.interior(stencils.time_derivative(u[:, :, i], grid), dim)
+                + advection
+                - nu * stencils.laplacian(ui, grid)
+                + stencils.diff(p_mid, i, grid)
+            )
+        continuity = stencils.divergence(u_mid, grid, channel_axis=2)
+        return torch.stack([*momentum, continuity], dim=2)  # (B, T-2, dim+1, X', Y', Z')
+
+    def manufactured_error(
+        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+    ) -> float:
+        # u = g(t) U, p = g(t) P with U = curl(ψ) (ψ = Π sin²(π x_i)/π, times (1, 1, 1) in 3D:
+        # divergence-free, zero on the walls), P = Π cos(π x_i), and f from UFL. g = 1 (steady)
+        # for the space study: the lagged scheme then relaxes to the discrete steady solution,
+        # whose error is spatial only; g = 1 + sin(2t) for the time study.
+        nu, t_end = 0.1, 1.0
+        msh = box_mesh(comm, dim, cells)
+        x = ufl.SpatialCoordinate(msh)
+        t = fem.Constant(msh, PETSc.ScalarType(0.0))
+        if study == "space":
+            g, dg = 1.0, 0.0
+        else:
+            g, dg = 1.0 + ufl.sin(2 * t), 2 * ufl.cos(2 * t)
+        psi = math.prod(ufl.sin(ufl.pi * x[i]) ** 2 for i in range(dim)) / ufl.pi
+        U = (
+            ufl.as_vector([psi.dx(1), -psi.dx(0)])
+            if dim == 2
+            else ufl.curl(ufl.as_vector([psi, psi, psi]))
+        )
+        P = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+        f = (
+            dg * U
+            + g**2 * ufl.dot(ufl.grad(U), U)
+            - nu * g * ufl.div(ufl.grad(U))
+            + g * ufl.grad(P)
+        )
+        flow = TaylorHoodFlow(msh, nu, t_end / steps, source=(f, t))
+        try:
+            flow.set_velocity(g * U)  # t = 0
+            for n in range(1, steps + 1):
+                flow.step(n * flow.tau)
+            err = fem.form((flow.velocity() - g * U) ** 2 * ufl.dx)  # t = t_end
+            return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+        finally:
+            flow.close()
+
+
+class TaylorHoodFlow:
+    """Taylor–Hood (P2–P1) semi-implicit Euler for incompressible Navier–Stokes on ``msh``.
+
+    The state ``(u^n, p^n)`` lives in :attr:`state`; :meth:`step` advances it by one step
+    ``tau``. Walls are no-slip (or take the steady velocity ``wall``); the pressure is pinned at
+    the origin (its stored form, :meth:`pressure`, has zero mean).
+
+    Args:
+        nu: kinematic viscosity.
+        tau: time step.
+        source: a body force as (UFL vector expression, the :class:`fem.Constant` time it depends
+            on), evaluated at the new time of each step.
+        wall: steady wall velocity ``x (3, N) -> (dim, N)``; ``None`` for no-slip.
+    """
+
+    def __init__(
+        self,
+        msh: Any,
+        nu: float,
+        tau: float,
+        *,
+        source: tuple[Any, fem.Constant] | None = None,
+        wall: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
+        self.msh, self.tau = msh, tau
+        dim = msh.topology.dim
+        cell = msh.basix_cell()
+        self.W = fem.functionspace(
+            msh,
+            basix.ufl.mixed_element(
+                [
+                    basix.ufl.element("Lagrange", cell, 2, shape=(dim,)),
+                    basix.ufl.element("Lagrange", cell, 1),
+                ]
+            ),
+        )
+        self.V, self.u_dofs = self.W.sub(0).collapse()
+        self.Q, self.p_dofs = self.W.sub(1).collapse()
+        self.dofs = self.W.dofmap.index_map.size_global * self.W.dofmap.index_map_bs
+        self.state = fem.Function(self.W)
+        self.nu = fem.Constant(msh, PETSc.ScalarType(nu))
+        self.time = None if source is None else source[1]
+
+        wall_velocity = fem.Function(self.V)
+        if wall is not None:
+            wall_velocity.interpolate(wall)
+        walls = fem.locate_dofs_topological((self.W.sub(0), self.V), dim - 1, boundary_facets(msh))
+        origin = fem.locate_dofs_geometrical(
+            (self.W.sub(1), self.Q), lambda y: np.all(np.isclose(y, 0.0), axis=0)
+        )
+        self.bcs = [
+            fem.dirichletbc(wall_velocity, walls, self.W.sub(0)),
+            fem.dirichletbc(fem.Function(self.Q), origin, self.W.sub(1)),
+        ]
+
+        u, p = ufl.TrialFunctions(self.W)
+        v, q = ufl.TestFunctions(self.W)
+        w = ufl.split(self.state)[0]  # u^n: the lagged advecting velocity
+        inv_tau = fem.Constant(msh, PETSc.ScalarType(1.0 / tau))
+        self._saddle = -p * ufl.div(v) * ufl.dx - q * ufl.div(u) * ufl.dx
+        self._a = fem.form(
+            inv_tau * ufl.inner(u, v) * ufl.dx
+            + convection(w, u, v)
+            + self.nu * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
+            + self._saddle
+        )
+        rhs = inv_tau * ufl.inner(w, v) * ufl.dx
+        if source is not None:
+            rhs += ufl.inner(source[0], v) * ufl.dx
+        self._L = fem.form(rhs)
+        self._A = create_matrix(self._a)
+        self._b = create_vector(self.W)
+        self._ksp = None
+        self.solver = choose_solver("saddle", dim, self.dofs)
+        self.prefix = f"navier_stokes_{id(self)}_"
+
+    def _ksp_for(self, A: Any, prefix: str) -> Any:
+        """A factorization of ``A`` by MUMPS, which pivots (PETSc's own LU does not, and the
+        saddle point's zero pressure block needs it)."""
+        opts = PETSc.Options()
+        opts[f"{prefix}pc_factor_mat_solver_type"] = "mumps"
+        try:
+            return make_ksp(self.msh.comm, A, self.solver, prefix)
+        finally:
+            opts.delValue(f"{prefix}pc_factor_mat_solver_type")
+
+    def _solve(self, ksp: Any, A: Any, L: Any, x: Any) -> int:
+        """Assemble ``L`` (lifted by ``A``'s form) into the work vector and solve into ``x``."""
+        with self._b.localForm() as local:
+            local.set(0.0)
+        assemble_vector(self._b, L)
+        apply_lifting(self._b, [A], bcs=[self.bcs])
+        self._b.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
+        set_bc(self._b, self.bcs)
+        iterations = solve_checked(ksp, self._b, x.x.petsc_vec)
+        x.x.scatter_forward()
+        return iterations
+
+    def step(self, t: float, stats: SolveStats | None = None) -> None:
+        """Advance the state from ``t - tau`` to ``t``."""
+        t0 = time.perf_counter()
+        if self.time is not None:
+            self.time.value = t
+        self._A.zeroEntries()
+        assemble_matrix(self._A, self._a, bcs=self.bcs)
+        self._A.assemble()
+        if self._ksp is None:
+            self._ksp = self._ksp_for(self._A, self.prefix)
+        iterations = self._solve(self._ksp, self._a, self._L, self.state)
+        if stats is not None:
+            stats.krylov_iterations += iterations
+            stats.solve_s += time.perf_counter() - t0
+
+    def start_from_potential(
+        self, potential: np.ndarray, fine: Grid, stats: SolveStats | None = None
+    ) -> None:
+        """Set the state from a stream function (2D) or vector potential (3D) given on ``fine``,
+        the grid whose points are the P2 dofs, ``(1 or 3, X, Y, Z)``: the velocity is the
+        discretely divergence-free L2 projection of its curl, scaled to unit rms speed, and the
+        pressure the one consistent with it. Walls must be at rest."""
+        t0 = time.perf_counter()
+        dim = self.msh.topology.dim
+        shape = () if dim == 2 else (3,)
+        psi = fem.Function(fem.functionspace(self.msh, ("Lagrange", 2, shape)))
+        GridSampler(psi.function_space, fine).from_grid(psi, potential)
+        curl = ufl.as_vector([psi.dx(1), -psi.dx(0)]) if dim == 2 else ufl.curl(psi)
+        # Both solves share the matrix [[M, -B^T], [-B, 0]]: (u, v) - (p, div v) - (q, div u).
+        u, v = ufl.TrialFunctions(self.W)[0], ufl.TestFunctions(self.W)[0]
+        mass = fem.form(ufl.inner(u, v) * ufl.dx + self._saddle)
+        M = assemble_matrix(mass, bcs=self.bcs)
+        M.assemble()
+        ksp = self._ksp_for(M, f"{self.prefix}mass_")
+        try:
+            self._solve(ksp, mass, fem.form(ufl.inner(curl, v) * ufl.dx), self.state)
+            energy = fem.form(ufl.inner(self.velocity(), self.velocity()) * ufl.dx)
+            rms = math.sqrt(self.msh.comm.allreduce(fem.assemble_scalar(energy), op=MPI.SUM))
+            if rms == 0.0:
+                raise SolveError("the initial velocity is zero")
+            self.state.x.array[self.u_dofs] /= rms
+            # The pressure at t = 0: the momentum equation with the acceleration a unknown,
+            # (a, v) - (p, div v) = -c(u; u, v) - ν(∇u, ∇v), (q, div a) = 0.
+            w = ufl.split(self.state)[0]
+            momentum = -convection(w, w, v) - self.nu * ufl.inner(ufl.grad(w), ufl.grad(v)) * ufl.dx
+            acceleration = fem.Function(self.W)
+            self._solve(ksp, mass, fem.form(momentum), acceleration)
+            self.state.x.array[self.p_dofs] = acceleration.x.array[self.p_dofs]
+        finally:
+            ksp.destroy()
+            M.destroy()
+        if stats is not None:
+            stats.krylov_iterations += 2
+            stats.solve_s += time.perf_counter() - t0
+
+    def set_velocity(self, expr: Any) -> None:
+        """Set the velocity to the P2 interpolant of a UFL expression (pressure untouched)."""
+        u = fem.Function(self.V)
+        u.interpolate(fem.Expression(expr, self.V.element.interpolation_points))
+        self.state.x.array[self.u_dofs] = u.x.array
+
+    def velocity(self) -> fem.Function:
+        """A copy of ``u^n`` in the P2 vector space :attr:`V`."""
+        u = fem.Function(self.V)
+        u.x.array[:] = self.state.x.array[self.u_dofs]
+        return u
+
+    def pressure(self) -> fem.Function:
+        """A copy of ``p^n`` in the P1 space :attr:`Q`, shifted to zero mean (unit box)."""
+        p = fem.Function(self.Q)
+        p.x.array[:] = self.state.x.array[self.p_dofs]
+        mean = self.msh.comm.allreduce(fem.assemble_scalar(fem.form(p * ufl.dx)), op=MPI.SUM)
+        p.x.array[:] -= mean
+        return p
+
+    def sample(self, velocity: GridSampler, pressure: GridSampler) -> np.ndarray:
+        """The state on the grid: ``(dim + 1, X, Y, Z)``, velocity components then pressure."""
+        return np.concatenate(
+            [velocity.to_grid(self.velocity()), pressure.to_grid(self.pressure())]
+        )
+
+    def close(self) -> None:
+        for obj in (self._ksp, self._A, self._b):
+            if obj is not None:
+                obj.destroy()
+
+
+def convection(w: Any, u: Any, v: Any) -> Any:
+    """The skew-symmetric convection form ``((w·∇)u, v) + ½((∇·w) u, v)``; zero for ``v = u``
+    when ``u`` vanishes on the boundary."""
+    return (
+        ufl.inner(ufl.dot(ufl.grad(u), w), v) * ufl.dx + 0.5 * ufl.div(w) * ufl.inner(u, v) * ufl.dx
+    )

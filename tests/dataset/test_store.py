@@ -1,0 +1,235 @@
+"""The store API: round trips, group identity, failures, statistics, corruption, concurrency."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
+from pdeladder.dataset.store import FAILED, MISSING, OK, open_store
+from pdeladder.errors import FormatError, StoreError, UserInputError
+
+from .conftest import GRID, HEAT, array_sample, failed_sample
+
+
+def test_fixed_group_round_trip(store_url, heat_samples):
+    store = open_store(store_url, mode="a", check_writable=True)
+    group = store.require_group("s0", HEAT, GRID, n_samples=6, attrs={"config_hash": "abc"})
+    assert group.status().tolist() == [MISSING] * 6
+    for k, sample in enumerate(heat_samples):
+        group.write(k + 1, sample)
+    group.write(5, failed_sample())
+    assert group.status().tolist() == [MISSING, OK, OK, OK, OK, FAILED]
+
+    reread = open_store(store_url).group("s0/heat/2d_n9_t5")
+    for k, sample in enumerate(heat_samples):
+        np.testing.assert_array_equal(reread.read(k + 1), sample.fields)
+    info = reread.info(2)
+    assert info["seed"] == 1 and info["params"]["diffusivity"] == pytest.approx(0.025)
+    assert info["stats"]["dofs"] == 81 and info["stats"]["krylov_iterations"] > 0
+    assert info["provenance"]["element"] == "P1"
+    assert reread.attrs["config_hash"] == "abc"
+    assert reread.attrs["software"]["dolfinx"] and reread.attrs["software"]["petsc"]
+    assert open_store(store_url).groups() == ["s0/heat/2d_n9_t5"]
+
+    with pytest.raises(StoreError, match=r"sample 0: status is missing"):
+        reread.read(0)
+    with pytest.raises(StoreError, match=r"sample 5: status is failed \(Krylov solve diverged\)"):
+        reread.read(5)
+    assert reread.info(5)["reason"] == "Krylov solve diverged"
+
+
+def test_group_identity(store_url):
+    store = open_store(store_url, mode="a")
+    store.require_group("s0", HEAT, GRID, n_samples=3, attrs={"config_hash": "abc"})
+    store.require_group("s0", HEAT, GRID, n_samples=3, attrs={"config_hash": "abc"})  # no-op
+    with pytest.raises(StoreError, match=r"n_samples: 3 != 4"):
+        store.require_group("s0", HEAT, GRID, n_samples=4, attrs={"config_hash": "abc"})
+    with pytest.raises(StoreError, match=r"config_hash: 'abc' != 'xyz'"):
+        store.require_group("s0", HEAT, GRID, n_samples=3, attrs={"config_hash": "xyz"})
+    with pytest.raises(UserInputError, match="reserved"):
+        store.require_group("s1", HEAT, GRID, attrs={"family": "x"})
+    with pytest.raises(StoreError, match="fixed size of 3"):
+        store.group("s0/heat/2d_n9_t5").append(array_sample(GRID, 0))
+    with pytest.raises(StoreError, match="read-only"):
+        open_store(store_url).require_group("s0", HEAT, GRID, n_samples=3)
+
+
+def test_appendable_group(store_url, heat_samples):
+    store = open_store(store_url, mode="a")
+    group = store.require_group("adhoc", HEAT, GRID)
+    assert group.n_samples == 0
+    assert [group.append(s) for s in heat_samples[:2]] == [0, 1]
+    assert group.append(failed_sample()) == 2
+    again = open_store(store_url, mode="a").require_group("adhoc", HEAT, GRID)
+    assert again.append(heat_samples[2]) == 3
+    assert again.status().tolist() == [OK, OK, FAILED, OK]
+    np.testing.assert_array_equal(again.read(3), heat_samples[2].fields)
+
+
+def test_rejects_samples_that_do_not_fit(store_url):
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    other = HEAT.grid(2, 11, 5)
+    with pytest.raises(UserInputError, match="does not belong"):
+        group.write(0, array_sample(other, 0))
+    bad = array_sample(GRID, 0)
+    bad.fields[0, 0, 0, 0, 0] = np.nan
+    with pytest.raises(UserInputError, match="NaN"):
+        group.write(0, bad)
+    with pytest.raises(UserInputError, match=r"index 2 outside \[0, 2\)"):
+        group.write(2, array_sample(GRID, 0))
+    assert group.status().tolist() == [MISSING, MISSING]
+
+
+def test_normalisation_statistics_match_numpy(store_url, heat_samples):
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=5)
+    for k, sample in enumerate(heat_samples):
+        group.write(k, sample)
+    group.write(4, failed_sample())
+    assert "normalization" not in group.attrs
+    stats = group.update_stats()
+    whole = np.stack([s.fields for s in heat_samples]).astype(np.float64)  # (N, T, C, X, Y, Z)
+    assert stats["count"] == [whole.size]
+    assert stats["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
+    assert stats["std"][0] == pytest.approx(whole.std(), rel=1e-12)
+    assert open_store(store_url).group(group.path).normalization() == stats  # cached
+    group.write(4, array_sample(GRID, 7))
+    fresh = open_store(store_url).group(group.path).normalization()  # stale cache is not used
+    assert fresh["ok_samples"] == 5 and fresh["count"] == [whole.size * 5 / 4]
+
+
+def test_chan_merge_is_exact_for_uneven_parts():
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 5.0, size=(1000, 2))
+    parts = [data[:1], data[1:300], data[300:301], data[301:]]
+    moments = np.stack([sample_moments(p.T[None, :, :, None, None]) for p in parts])
+    mean, std = mean_std(merge_moments(moments))
+    np.testing.assert_allclose(mean, data.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(std, data.std(axis=0), rtol=1e-13)
+    empty = merge_moments(np.zeros((0, 2, 3)))
+    assert empty[:, 0].tolist() == [0.0, 0.0]
+
+
+def _chunk(store_dir: Path, array: str, index: int) -> Path:
+    first = store_dir / "s0/heat/2d_n9_t5" / array / "c" / str(index)
+    return first if first.is_file() else next(p for p in first.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted"])
+def test_corrupt_fields_chunk_names_the_sample(tmp_path, damage):
+    store = open_store(str(tmp_path), mode="a")
+    group = store.require_group("s0", HEAT, GRID, n_samples=3)
+    for k in range(3):
+        group.write(k, array_sample(GRID, k))
+    chunk = _chunk(tmp_path, "fields", 1)
+    if damage == "garbage":
+        chunk.write_bytes(b"\x01" * 64)
+    elif damage == "truncated":
+        chunk.write_bytes(chunk.read_bytes()[:-40])
+    else:
+        chunk.unlink()
+    reread = open_store(str(tmp_path)).group("s0/heat/2d_n9_t5")
+    with pytest.raises(StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*(corrupt|checksum)"):
+        reread.read(1)
+    np.testing.assert_array_equal(reread.read(2), array_sample(GRID, 2).fields)
+
+
+def test_missing_status_chunk_reads_as_missing(tmp_path):
+    group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(0, array_sample(GRID, 0))
+    _chunk(tmp_path, "status", 0).unlink()
+    with pytest.raises(StoreError, match="sample 0: status is missing"):
+        open_store(str(tmp_path)).group("s0/heat/2d_n9_t5").read(0)
+
+
+def test_unusable_locations(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot write under"):
+        open_store(str(blocker / "store"), mode="a", check_writable=True)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    with pytest.raises(StoreError, match="not empty and is not a zarr store"):
+        open_store(str(tmp_path / "notes"), mode="a", check_writable=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "notes"]
+    with pytest.raises(StoreError, match="no store there"):
+        open_store(str(tmp_path / "absent"))
+    with pytest.raises(StoreError, match="no store there"):
+        open_store("memory://pdeladder-test-absent")
+    with pytest.raises(UserInputError, match="mode"):
+        open_store(str(tmp_path), mode="w")
+
+
+def test_refuses_newer_and_foreign_formats(tmp_path):
+    zarr.open_group(str(tmp_path / "new"), mode="w", attributes={"format": "pdeladder", "format_version": 9})
+    with pytest.raises(FormatError, match="format version 9 is newer"):
+        open_store(str(tmp_path / "new"))
+    zarr.open_group(str(tmp_path / "other"), mode="w", attributes={"title": "x"}).create_group("g")
+    with pytest.raises(FormatError, match="not a pdeladder store"):
+        open_store(str(tmp_path / "other"), mode="a")
+
+
+def test_xarray_sees_named_dimensions_and_units(store_url, heat_samples):
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(0, heat_samples[0])
+    ds = xr.open_zarr(store_url, group=group.path, consolidated=False)
+    assert ds["fields"].dims == ("sample", "t", "channel", "x", "y", "z")
+    assert ds["fields"].shape == (2, 5, 1, 9, 9, 1)
+    np.testing.assert_allclose(ds["t"].values, [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(ds["x"].values, np.linspace(0, 1, 9))
+    assert list(ds["channel"].values) == ["u"]
+    assert list(ds["parameter"].values) == ["diffusivity", "ic_length_scale"]
+    assert ds["t"].attrs["long_name"] == "time" and ds["x"].attrs["units"] == "1"
+    assert ds["params"].dims == ("sample", "parameter")
+    np.testing.assert_array_equal(ds["fields"].isel(sample=0).values, heat_samples[0].fields)
+    assert ds.attrs["family"] == "heat"
+
+
+def test_s3_store_through_moto(s3_bucket, heat_samples):
+    url = f"s3://{s3_bucket}/run1"
+    store = open_store(url, mode="a", check_writable=True)
+    group = store.require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(1, heat_samples[1])
+    reread = open_store(url).group("s0/heat/2d_n9_t5")
+    assert reread.status().tolist() == [MISSING, OK]
+    np.testing.assert_array_equal(reread.read(1), heat_samples[1].fields)
+    with pytest.raises(StoreError, match="not writable"):
+        open_store("s3://pdeladder-no-such-bucket/x", mode="a", check_writable=True)
+    with pytest.raises(StoreError, match="s3://pdeladder-no-such-bucket/x"):
+        open_store("s3://pdeladder-no-such-bucket/x")
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from mpi4py import MPI
+    import numpy as np
+    from pdeladder.dataset.store import open_store
+    from pdeladder.solvers import Sample, SolveStats, get_family
+    heat = get_family("heat")
+    grid = heat.grid(2, 9, 5)
+    url, first = sys.argv[1], int(sys.argv[2])
+    group = open_store(url, mode="a").require_group("race", heat, grid, n_samples=8)
+    for k in range(first, 8, 2):
+        f = np.random.default_rng(k).normal(size=(5, 1, 9, 9, 1)).astype(np.float32)
+        group.write(k, Sample("heat", f, grid, heat.parse_params(), k, SolveStats()))
+    """
+)
+
+
+def test_concurrent_writers_race_to_create_and_fill_one_group(tmp_path):
+    url = str(tmp_path / "store")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, url, str(first)]) for first in (0, 1)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    group = open_store(url).group("race/heat/2d_n9_t5")
+    assert group.status().tolist() == [OK] * 8
+    for k in range(8):
+        expected = np.random.default_rng(k).normal(size=(5, 1, 9, 9, 1)).astype(np.float32)
+        np.testing.assert_array_equal(group.read(k), expected)

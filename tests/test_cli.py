@@ -1,0 +1,103 @@
+"""The command line as a user runs it: real subprocesses, exit codes, one-line errors, no debris."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdeladder.solvers import FAMILIES
+
+EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+
+
+def test_help_reads_at_every_level():
+    top = run("--help")
+    assert top.returncode == 0 and "solvers" in top.stdout and "solve" in top.stdout
+    for sub in (["solvers", "--help"], ["solvers", "list", "--help"], ["solve", "--help"]):
+        out = run(*sub)
+        assert out.returncode == 0 and "Usage" in out.stdout, sub
+
+
+def test_solvers_list_json_describes_every_family():
+    out = run("solvers", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    infos = {f["name"]: f for f in json.loads(out.stdout)}
+    assert set(infos) == set(FAMILIES) and len(infos) >= 8
+    for info in infos.values():
+        assert info["dims"] and info["channels"] and info["boundary_conditions"]
+        for p in info["parameters"]:
+            assert p["low"] < p["high"] and p["units"]
+    assert {c["role"] for c in infos["darcy"]["channels"]} == {"input", "output"}
+    assert infos["darcy"]["steady"] and not infos["heat"]["steady"]
+    table = run("solvers", "list")
+    assert table.returncode == 0 and "navier_stokes" in table.stdout
+
+
+def test_convergence_json_reports_rows_and_rates():
+    out = run("solvers", "convergence", "heat", "--dim", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    studies = json.loads(out.stdout)
+    assert [s["kind"] for s in studies] == ["space", "time"]
+    for s in studies:
+        assert len(s["rows"]) >= 3 and s["passed"]
+        assert abs(s["observed_rate"] - s["expected_rate"]) < 0.2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["solve", "nosuch", "--out", "{out}"], "unknown family 'nosuch'; available: heat"),
+        (["solve", "heat", "--param", "diffusivity=5", "--out", "{out}"], "diffusivity"),
+        (["solve", "heat", "--param", "diffusivity", "--out", "{out}"], "NAME=VALUE"),
+        (["solve", "heat", "--resolution", "0", "--out", "{out}"], "resolution"),
+        (["solve", "heat", "--dim", "4", "--out", "{out}"], "dimensions"),
+        (["solve", "darcy", "--snapshots", "5", "--out", "{out}"], "steady"),
+        (["solve", "heat", "--out", "/proc/forbidden/store.zarr"], "/proc/forbidden"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, args, message):
+    out = tmp_path / "store.zarr"
+    result = run(*[a.replace("{out}", str(out)) for a in args])
+    assert result.returncode == 2, result
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not out.exists()
+
+
+def test_solve_writes_a_sample_and_reports_json(tmp_path: Path):
+    from pdeladder.dataset.store import open_store
+
+    out = tmp_path / "s.zarr"
+    for seed in (1, 2):
+        result = run(
+            "solve",
+            "heat",
+            "--dim",
+            "2",
+            "--resolution",
+            "9",
+            "--snapshots",
+            "3",
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            "--json",
+        )
+        assert result.returncode == 0, result.stderr
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert line["status"] == "ok" and line["family"] == "heat" and line["dofs"] == 81
+    assert line["index"] == 1 and line["steps"] >= 2 and line["wall_s"] > 0
+    store = open_store(str(out), mode="r")
+    (path,) = store.groups()
+    group = store.group(path)
+    assert list(group.status()) == [1, 1]
+    fields = group.read(1)
+    assert fields.shape == (3, 1, 9, 9, 1) and fields.dtype == np.float32

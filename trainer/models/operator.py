@@ -1,0 +1,158 @@
+"""The neural operator: maps a sample's inputs to its whole trajectory at once (FNO-style).
+
+Shapes are ``(batch, channels, t, x, y, z)`` throughout; 1D/2D problems have singleton spatial
+axes, steady problems ``t = 1``. The input holds the data channels the
+:class:`~pdeladder.trainer.training.processor.DataProcessor` builds (initial state per channel slot,
+slot mask, parameters broadcast as channels); the model appends the coordinates ``(t, x, y, z)``
+itself, so it works on any grid. Families share one network through fixed channel slots and a
+learned family embedding.
+
+The trajectory is predicted as ``u(t) = u(0) + τ(t) · N(inputs)`` with ``τ = t / t_end`` in
+``[0, 1]``: the initial condition is met exactly, and the network learns the change.
+"""
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pdeladder.errors import UserInputError
+from pdeladder.trainer.layers.spectral import SpectralConv
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """JSON-able arguments of :class:`LadderOperator` (stored in checkpoints).
+
+    Attributes:
+        in_channels: data input channels (coordinates excluded; the model adds four).
+        out_channels: predicted channel slots.
+        width: hidden channels.
+        layers: spectral blocks.
+        modes: kept Fourier modes per axis ``(t, x, y, z)``.
+        families: size of the family embedding table.
+        padding: fraction of each non-singleton axis appended as zeros before the spectral
+            blocks (the problems are not periodic), cropped after them.
+    """
+
+    in_channels: int
+    out_channels: int
+    width: int = 32
+    layers: int = 4
+    modes: tuple[int, int, int, int] = (8, 8, 8, 1)
+    families: int = 1
+    padding: float = 0.25
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "modes": list(self.modes)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "OperatorConfig":
+        return cls(**{**data, "modes": tuple(data["modes"])})
+
+
+class Pointwise(nn.Module):
+    """A linear map over the channel axis: ``(B, in, ...)`` → ``(B, out, ...)``."""
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__()
+        self.linear = nn.Linear(in_channels, out_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.movedim(1, -1)).movedim(-1, 1)
+
+
+class FourierBlock(nn.Module):
+    """``h ↦ σ(K h + W h)``: spectral convolution plus a pointwise path, ``(B, width, ...)``."""
+
+    def __init__(self, width: int, modes: tuple[int, int, int, int], activate: bool):
+        super().__init__()
+        self.spectral = SpectralConv(width, width, modes)
+        self.pointwise = Pointwise(width, width)
+        self.activate = activate
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.spectral(h) + self.pointwise(h)
+        return nn.functional.gelu(out) if self.activate else out
+
+
+class LadderOperator(nn.Module):
+    """Fourier neural operator over ``(t, x, y, z)`` for many families and dimensions.
+
+    ``forward(x, family)``: ``x`` ``(B, in_channels, T, X, Y, Z)`` (parameters arrive as channels
+    of ``x``), ``family`` ``(B,)`` integer ids; returns ``(B, out_channels, T, X, Y, Z)``. The
+    first ``out_channels`` input channels are the initial state ``u(0)`` per slot.
+
+    Set ``checkpointing = True`` to recompute each block's activations in the backward pass
+    (activation checkpointing) instead of keeping them.
+    """
+
+    name = "ladder_operator"
+
+    def __init__(self, config: OperatorConfig):
+        super().__init__()
+        if config.in_channels < config.out_channels:
+            raise ValueError("in_channels must include the initial state of every output slot")
+        self.config = config
+        width = config.width
+        self.lift = nn.Sequential(
+            Pointwise(config.in_channels + 4, 2 * width), nn.GELU(), Pointwise(2 * width, width)
+        )
+        self.family_embedding = nn.Embedding(config.families, width)
+        self.blocks = nn.ModuleList(
+            FourierBlock(width, config.modes, activate=i < config.layers - 1)
+            for i in range(config.layers)
+        )
+        self.project = nn.Sequential(
+            Pointwise(width, 2 * width), nn.GELU(), Pointwise(2 * width, config.out_channels)
+        )
+        self.checkpointing = False
+
+    def forward(self, x: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+        """``(B, in_channels, T, X, Y, Z)``, ``(B,)`` → ``(B, out_channels, T, X, Y, Z)``."""
+        cfg = self.config
+        if x.ndim != 6 or x.shape[1] != cfg.in_channels:
+            raise UserInputError(
+                f"{self.name}: input must be (batch, {cfg.in_channels}, t, x, y, z), "
+                f"got {tuple(x.shape)}"
+            )
+        if family.shape != (x.shape[0],) or family.dtype != torch.long:
+            raise UserInputError(
+                f"{self.name}: family must be int64 ({x.shape[0]},), "
+                f"got {family.dtype} {tuple(family.shape)}"
+            )
+        if family.numel() and (family.min() < 0 or family.max() >= cfg.families):
+            raise UserInputError(f"{self.name}: family ids must lie in [0, {cfg.families})")
+        shape = x.shape[2:]  # (T, X, Y, Z)
+        h = self.lift(torch.cat([x, coordinates(x)], dim=1))  # (B, width, T, X, Y, Z)
+        h = h + self.family_embedding(family)[:, :, None, None, None, None]
+        pad = [math.ceil(cfg.padding * n) if n > 1 else 0 for n in shape]
+        h = nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])  # padded (T,X,Y,Z)
+        for block in self.blocks:
+            if self.checkpointing and torch.is_grad_enabled():
+                h = checkpoint(block, h, use_reentrant=False)
+            else:
+                h = block(h)
+        h = h[..., : shape[0], : shape[1], : shape[2], : shape[3]]  # crop the padding
+        change = self.project(h)  # (B, out_channels, T, X, Y, Z)
+        tau = coordinates(x)[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
+        return x[:, : cfg.out_channels] + tau * change
+
+
+def coordinates(x: torch.Tensor) -> torch.Tensor:
+    """Normalised coordinates of ``x``'s grid: ``(B, 4, T, X, Y, Z)`` with ``t/t_end, x, y, z`` in
+    ``[0, 1]`` (a singleton spatial axis is 0; a steady ``t`` axis is 1)."""
+    b, _, *shape = x.shape
+    axes = [
+        torch.linspace(0.0, 1.0, n, device=x.device, dtype=x.dtype)
+        if n > 1
+        else torch.full((1,), 1.0 if a == 0 else 0.0, device=x.device, dtype=x.dtype)
+        for a, n in enumerate(shape)
+    ]
+    grid = torch.stack(torch.meshgrid(*axes, indexing="ij"))  # (4, T, X, Y, Z)
+    return grid.expand(b, *grid.shape)
+
+
+MODELS: dict[str, type[LadderOperator]] = {LadderOperator.name: LadderOperator}

@@ -1,0 +1,114 @@
+"""How many families share one network: channel slots, parameter slots, normalisation.
+
+Every family's channels map to named **slots** (the union of channel names over the families of
+a curriculum, in order of first appearance: ``u``, ``v``, ``p``, ``a`` ...), so a batch mixing
+families is one ``(B, T, C_slots, X, Y, Z)`` tensor with a ``(B, C_slots)`` mask. Parameters
+fill the first ``P_f`` of ``n_params`` slots in the family's order. Fields are normalised per
+(family, slot) with the store's statistics, parameters to ``[-1, 1]`` over the family's
+admissible range (log-scaled where it spans more than a decade).
+
+The layout is JSON (stored in every checkpoint), so a model is used with the exact normalisation
+it was trained with.
+"""
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pdeladder.errors import UserInputError
+from pdeladder.solvers.family import Family
+from pdeladder.solvers.registry import get_family
+
+
+@dataclass
+class SlotLayout:
+    """Attributes:
+    families: family names; a family's id is its index.
+    slots: channel slot names.
+    n_params: parameter slots.
+    stats: ``{family: {"mean": [C_slots], "std": [C_slots]}}`` (physical units; 0 and 1
+        where the family has no such channel or no data yet).
+    """
+
+    families: list[str]
+    slots: list[str]
+    n_params: int
+    stats: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    @classmethod
+    def for_families(cls, names: list[str], dims: list[int]) -> "SlotLayout":
+        """The layout of ``names`` (each at the given dimensions), with unit statistics."""
+        slots: list[str] = []
+        n_params = 0
+        for name in dict.fromkeys(names):
+            fam = get_family(name)
+            for dim in dims:
+                if dim in fam.dims:
+                    slots += [c for c in fam.channel_names(dim) if c not in slots]
+            n_params = max(n_params, len(fam.Params.names()))
+        families = list(dict.fromkeys(names))
+        stats = {f: {"mean": [0.0] * len(slots), "std": [1.0] * len(slots)} for f in families}
+        return cls(families, slots, n_params, stats)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SlotLayout":
+        return cls(**data)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def family_id(self, name: str) -> int:
+        if name not in self.families:
+            raise UserInputError(
+                f"family {name!r} is not in this model's layout; it knows {', '.join(self.families)}"
+            )
+        return self.families.index(name)
+
+    def slot_indices(self, family: Family, dim: int) -> list[int]:
+        """Slot of each of the family's channels at ``dim``, in the family's channel order."""
+        return [self.slots.index(c) for c in family.channel_names(dim)]
+
+    def roles(self, family: Family, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(present, predicted)`` boolean ``(C_slots,)`` masks of the family at ``dim``."""
+        present = np.zeros(len(self.slots), bool)
+        predicted = np.zeros(len(self.slots), bool)
+        for ch in family.channels_for(dim):
+            present[self.slots.index(ch.name)] = True
+            predicted[self.slots.index(ch.name)] = ch.role == "output"
+        return present, predicted
+
+    @property
+    def in_channels(self) -> int:
+        """Model input channels: initial state and mask per slot, then the parameter slots."""
+        return 2 * len(self.slots) + self.n_params
+
+    # -- statistics ----------------------------------------------------------------------------
+
+    def set_stats(self, family: Family, dim: int, mean: np.ndarray, std: np.ndarray) -> None:
+        """Record a family's per-channel statistics (``(C_f,)``, physical units)."""
+        entry = self.stats[family.name]
+        for s, m, d in zip(self.slot_indices(family, dim), mean, std, strict=True):
+            entry["mean"][s] = float(m)
+            entry["std"][s] = float(d) if d > 0 else 1.0
+
+    def field_stats(self, family_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and std per sample and slot, float32 ``(B, C_slots)`` each."""
+        mean = np.array([self.stats[self.families[i]]["mean"] for i in family_ids], np.float32)
+        std = np.array([self.stats[self.families[i]]["std"] for i in family_ids], np.float32)
+        return mean, std
+
+    def normalise_params(self, family: Family, params: np.ndarray) -> np.ndarray:
+        """``(N, P_f)`` physical parameters → ``(N, n_params)`` in ``[-1, 1]``, zero padded."""
+        out = np.zeros((params.shape[0], self.n_params), np.float32)
+        for j, (lo, hi) in enumerate(family.Params.ranges().values()):
+            v = params[:, j]
+            if lo is None or hi is None or hi == lo:
+                continue
+            if lo > 0 and hi / lo > 10:
+                v, lo, hi = np.log(v), math.log(lo), math.log(hi)
+            out[:, j] = 2 * (v - lo) / (hi - lo) - 1
+        return out

@@ -1,0 +1,70 @@
+"""The data processor: batch → model inputs (normalised, on the device) and model output →
+physical fields. The training loop only calls ``inputs`` → model → ``physical`` → losses.
+
+A **batch** is a dict; every sample in it shares one grid (batches never mix resolutions)::
+
+    fields     float32 (B, T, C, X, Y, Z)  physical units, channel slots (zeros where absent);
+                                           for unsolved samples only snapshot 0 is meaningful
+    present    bool    (B, C)              slots the sample's family has
+    predicted  bool    (B, C)              slots the model predicts (present, role output)
+    params     float32 (B, P)              physical parameters in the family's order, padded
+    params_norm float32 (B, n_params)      the same in [-1, 1] (SlotLayout.normalise_params)
+    family     int64   (B,)                family ids (SlotLayout.families)
+    solved     bool    (B,)                whether ``fields`` hold a solver trajectory
+    grid       Grid                        the shared grid
+"""
+
+from typing import Any
+
+import torch
+
+from pdeladder.trainer.training.layout import SlotLayout
+
+
+class DataProcessor:
+    """Normalisation and device placement for one :class:`SlotLayout`."""
+
+    def __init__(self, layout: SlotLayout, device: torch.device | str = "cpu"):
+        self.layout = layout
+        self.device = torch.device(device)
+        n = len(layout.families)
+        self.mean = torch.tensor([layout.stats[f]["mean"] for f in layout.families]).reshape(n, -1)
+        self.std = torch.tensor([layout.stats[f]["std"] for f in layout.families]).reshape(n, -1)
+        self.mean, self.std = self.mean.to(self.device), self.std.to(self.device)
+
+    def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+            for k, v in batch.items()
+        }
+
+    def _stats(self, family: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B, C, 1, 1, 1, 1)`` mean and std of each sample's family."""
+        shape = (-1, self.mean.shape[1], 1, 1, 1, 1)
+        return self.mean[family].reshape(shape), self.std[family].reshape(shape)
+
+    def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The batch's fields normalised, in model layout ``(B, C, T, X, Y, Z)`` (0 where absent)."""
+        mean, std = self._stats(batch["family"])
+        f = (batch["fields"].movedim(2, 1) - mean) / std
+        return f * batch["present"][:, :, None, None, None, None]
+
+    def inputs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Model inputs ``x`` ``(B, 2C + n_params, T, X, Y, Z)`` and ``family`` ``(B,)``.
+
+        Channels: the initial state per slot (for steady problems only the input-role slots,
+        since snapshot 0 is the solution), the slot mask, the normalised parameters; each
+        broadcast over ``(T, X, Y, Z)``.
+        """
+        norm = self.normalised(batch)  # (B, C, T, X, Y, Z)
+        b, c, t, *space = norm.shape
+        keep = batch["present"] if t > 1 else batch["present"] & ~batch["predicted"]
+        state = (norm[:, :, :1] * keep[:, :, None, None, None, None]).expand(b, c, t, *space)
+        mask = batch["present"].to(norm.dtype)[:, :, None, None, None, None].expand_as(state)
+        params = batch["params_norm"][:, :, None, None, None, None].expand(b, -1, t, *space)
+        return torch.cat([state, mask, params], dim=1), batch["family"]
+
+    def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+        """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same layout."""
+        mean, std = self._stats(family)
+        return pred * std + mean

@@ -1,0 +1,287 @@
+"""Training along a curriculum on Ray Train: one ``TorchTrainer`` run per stage, each warm-started
+from the previous stage's model, with a live progress display and a metrics log.
+
+Outputs under ``run_dir``::
+
+    metrics.jsonl              one JSON line per report (stage, step, loss terms, lr, throughput)
+    loss_curves.png            loss terms, learning rate and throughput against the global step
+    stages/<stage>/model/      model.json + model.safetensors of the stage (pickle-free)
+    ray/                       Ray Train's run folders and sharded training checkpoints
+"""
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pdeladder.dataset.format import group_path
+from pdeladder.dataset.store import open_store
+from pdeladder.errors import PdeladderError, StoreError, UserInputError
+from pdeladder.trainer.layers.spectral import modes_for
+from pdeladder.trainer.models.checkpoint import read_model_json, save_model
+from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.layout import SlotLayout
+from pdeladder.trainer.training.metrics_log import MetricsLog
+
+
+@dataclass
+class TrainResult:
+    """What a curriculum run produced: the last stage's model folder, its final metrics, and the
+    model folder of every stage trained."""
+
+    checkpoint: Path
+    metrics: dict[str, Any]
+    stages: dict[str, Path] = field(default_factory=dict)
+    run_dir: Path | None = None
+
+
+def _curriculum(spec_or_path: Any):
+    from pdeladder.curriculum.loader import load_curriculum
+    from pdeladder.curriculum.spec import Curriculum
+
+    return spec_or_path if isinstance(spec_or_path, Curriculum) else load_curriculum(spec_or_path)
+
+
+def stage_paths(spec, stage, store_url: str) -> list[str]:
+    """The stage's group paths, checked to exist in the store."""
+    existing = set(open_store(store_url).groups())
+    paths = [
+        group_path(stage.name, e.family, g.dim, g.resolution, g.snapshots)
+        for e, g in stage.groups()
+    ]
+    if missing := [p for p in paths if p not in existing]:
+        raise StoreError(
+            f"{store_url}: stage {stage.name!r} has no data for {', '.join(missing)}; "
+            "generate the stage's samples first"
+        )
+    return paths
+
+
+def build_layout(spec, store_url: str, stages) -> SlotLayout:
+    """Slots for every family of the curriculum, statistics from the stages' stored groups."""
+    from pdeladder.trainer.training.data import fill_stats
+
+    names = [e.family for s in spec.stages for e in s.families]
+    dims = sorted({d for s in spec.stages for e in s.families for d in e.dims})
+    layout = SlotLayout.for_families(names, dims)
+    fill_stats(layout, store_url, [p for s in stages for p in stage_paths(spec, s, store_url)])
+    return layout
+
+
+def stage_config(
+    spec,
+    stage,
+    layout: SlotLayout,
+    store_url: str,
+    warm_start: Path | None,
+    *,
+    checkpoint_every: int,
+    log_every: int,
+    activation_checkpointing: bool,
+    held_out: float,
+) -> dict[str, Any]:
+    """The JSON-able configuration of one stage's training loop."""
+    tr = stage.training
+    dim = max(d for s in spec.stages for e in s.families for d in e.dims)
+    model = OperatorConfig(
+        in_channels=layout.in_channels,
+        out_channels=len(layout.slots),
+        width=spec.model.width,
+        layers=spec.model.layers,
+        modes=modes_for(tr.modes or spec.model.modes, dim),
+        families=len(layout.families),
+    )
+    if warm_start is not None:  # modes only grow; width and layers come from the warm start
+        old = OperatorConfig.from_json(read_model_json(warm_start)["args"])
+        model = OperatorConfig(
+            **{
+                **old.to_json(),
+                "modes": tuple(max(a, b) for a, b in zip(old.modes, model.modes, strict=True)),
+            }
+        )
+    si = tr.self_improvement
+    unsolved = [
+        {
+            "family": e.family,
+            "grid": {
+                "dim": g.dim,
+                "resolution": g.resolution,
+                "snapshots": g.snapshots,
+                "t_end": g.t_end,
+            },
+            "ranges": {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()},
+        }
+        for e, g in stage.groups()
+    ]
+    return {
+        "stage": stage.name,
+        "model": model.to_json(),
+        "layout": layout.to_json(),
+        "warm_start": str(warm_start) if warm_start else None,
+        "store_url": store_url,
+        "paths": stage_paths(spec, stage, store_url),
+        "steps": tr.steps,
+        "batch_size": tr.batch_size,
+        "lr": tr.learning_rate.model_dump(),
+        "weights": {"data": tr.loss.data, "equation": tr.loss.residual, "h1": False},
+        "self_improvement": si.model_dump() if si else None,
+        "unsolved": unsolved,
+        "seed": spec.seed,
+        "held_out": held_out,
+        "checkpoint_every": checkpoint_every,
+        "log_every": log_every,
+        "activation_checkpointing": activation_checkpointing,
+    }
+
+
+def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
+    """Consolidate a sharded training checkpoint into a ``model.json`` + ``model.safetensors``
+    folder (read without a process group; DCP reassembles the shards)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
+
+    from pdeladder.trainer.training.loop import STATE_FILE
+
+    state = json.loads(Path(checkpoint_dir, STATE_FILE).read_text())
+    model = LadderOperator(OperatorConfig.from_json(state["model"]))
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    dcp.load(tensors, storage_reader=HuggingFaceStorageReader(checkpoint_dir))
+    weights = {k.removeprefix("model."): v for k, v in tensors.items()}
+    metadata = {
+        "stage": state["stage"],
+        "step": state["step"],
+        "layout": state["layout"],
+        "scores": state.get("scores", {}),
+        "metrics": state.get("metrics", {}),
+        **extra,
+    }
+    return save_model(model, out, metadata, state=weights)
+
+
+def _ray(address: str | None) -> None:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
+        )
+
+
+def train_curriculum(
+    spec_or_path: Any,
+    stages: list[str] | None = None,
+    store_url: str | None = None,
+    workers: int = 2,
+    address: str | None = None,
+    run_dir: str | Path = "runs/train",
+    on_metrics: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    use_gpu: bool = False,
+    max_failures: int = 2,
+    checkpoint_every: int = 50,
+    log_every: int = 10,
+    activation_checkpointing: bool = False,
+    held_out: float = 0.1,
+    progress: bool = True,
+) -> TrainResult:
+    """Train the curriculum's stages in order (all, or the named ones), each on Ray Train with
+    ``workers`` workers, warm-starting each stage from the previous one's model (or from
+    ``run_dir/stages/<previous>/model`` when it exists).
+
+    ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
+    stage's last checkpoint up to ``max_failures`` times.
+    """
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.util.queue import Queue
+
+    from pdeladder.trainer.training.loop import train_loop_per_worker
+
+    spec = _curriculum(spec_or_path)
+    store_url = store_url or spec.store
+    if not store_url:
+        raise UserInputError("no store: pass --store URL or set `store:` in the curriculum")
+    if workers < 1:
+        raise UserInputError(f"workers must be at least 1, got {workers}")
+    chosen = [spec.stage(n) for n in stages] if stages else list(spec.stages)
+    run_dir = Path(run_dir).absolute()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    names = [s.name for s in spec.stages]
+    first = names.index(chosen[0].name)
+    previous = run_dir / "stages" / names[first - 1] / "model" if first > 0 else None
+    warm = previous if previous is not None and previous.is_dir() else None
+    layout = (
+        SlotLayout.from_json(read_model_json(warm)["metadata"]["layout"])
+        if warm
+        else build_layout(spec, store_url, chosen)
+    )
+    _ray(address)
+    log = MetricsLog(run_dir)
+    results: dict[str, Path] = {}
+    final: dict[str, Any] = {}
+    for stage in chosen:
+        cfg = stage_config(
+            spec,
+            stage,
+            layout,
+            store_url,
+            warm,
+            checkpoint_every=checkpoint_every,
+            log_every=log_every,
+            activation_checkpointing=activation_checkpointing,
+            held_out=held_out,
+        )
+        queue = Queue(actor_options={"num_cpus": 0})
+        cfg["metrics_queue"] = queue
+        trainer = TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config=cfg,
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
+            run_config=RunConfig(
+                name=f"{spec.name}-{stage.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                storage_path=str(run_dir / "ray"),
+                failure_config=FailureConfig(max_failures=max_failures),
+                checkpoint_config=CheckpointConfig(num_to_keep=2),
+            ),
+        )
+        total = cfg["steps"] + (cfg["self_improvement"] or {}).get("steps", 0)
+        with log.stage(stage.name, total, progress) as sink:
+            stop = threading.Event()
+
+            def drain(queue=queue, sink=sink, stop=stop) -> None:
+                while not (stop.is_set() and queue.empty()):
+                    try:
+                        metrics = queue.get(timeout=0.2)
+                    except Exception:  # ray.util.queue.Empty on timeout
+                        continue
+                    sink(metrics)
+                    if on_metrics is not None:
+                        on_metrics(metrics)
+
+            thread = threading.Thread(target=drain, daemon=True)
+            thread.start()
+            try:
+                result = trainer.fit()
+            except Exception as err:
+                raise PdeladderError(f"stage {stage.name!r}: training failed: {err}") from err
+            finally:
+                stop.set()
+                thread.join()
+        if result.checkpoint is None:
+            raise PdeladderError(f"stage {stage.name!r}: the run reported no checkpoint")
+        with result.checkpoint.as_directory() as folder:
+            warm = export_model(
+                folder,
+                run_dir / "stages" / stage.name / "model",
+                {"curriculum": spec.name, "store": store_url},
+            )
+        results[stage.name] = warm
+        final = dict(result.metrics or {})
+        log.plot()
+    return TrainResult(warm, final, results, run_dir)
