@@ -25,6 +25,14 @@ def _register() -> None:
 
     app.add_typer(solvers_cli.app, name="solvers")
     app.command("solve")(solvers_cli.solve)
+    from pdeladder.dataset import cli as dataset_cli
+
+    app.add_typer(dataset_cli.app, name="store")
+
+    from pdeladder.curriculum import cli as curriculum_cli
+
+    app.add_typer(curriculum_cli.app, name="curriculum")
+    app.command("demo")(curriculum_cli.demo)
 
     from pdeladder.flows import cli as flows_cli
 

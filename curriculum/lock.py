@@ -1,6 +1,6 @@
 """One materialization per stage and store at a time: a lock object beside the store.
 
-The lock is ``<store>.locks/<stage>.json`` (beside, not inside, the Zarr hierarchy, where zarr
+The lock is ``<store>.materialize-<stage>.lock``, a JSON object (beside, not inside, the Zarr hierarchy, where zarr
 would warn about a foreign object), created with an exclusive write (``open(..., "xb")``: atomic on
 local disks and on S3 with conditional writes). It records the owner's pid, host, start time and
 a heartbeat the owner refreshes while it runs.
@@ -28,7 +28,7 @@ class StageLock:
     def __init__(self, url: str, stage: str, *, stale_after: float = 120.0):
         self.fs, root = fsspec.core.url_to_fs(url)
         self.url, self.stage, self.stale_after = url, stage, stale_after
-        self.path = f"{root.rstrip('/')}.locks/{stage}.json"
+        self.path = f"{root.rstrip('/')}.materialize-{stage}.lock"
         self.token = uuid.uuid4().hex
         self.started = self.refreshed = 0.0
 
@@ -71,7 +71,6 @@ class StageLock:
         return False
 
     def acquire(self) -> None:
-        self.fs.makedirs(self.path.rsplit("/", 1)[0], exist_ok=True)
         self.started = time.time()
         for _ in range(2):
             try:

@@ -16,7 +16,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,8 @@ from pdeladder.errors import UserInputError
 
 #: Samples in flight per actor: one solving, one queued behind it.
 IN_FLIGHT = 2
+#: Longest wait for a result before the stage locks' heartbeat is renewed, seconds.
+HEARTBEAT_S = 10.0
 #: Times a sample is handed to a fresh actor after its worker died (beyond Ray's own retry).
 RESUBMITS = 1
 
@@ -149,6 +151,7 @@ def ray_session(address: str | None, workers: int) -> Iterator[None]:
         ray.init(address=address, runtime_env=env, log_to_driver=False)
     else:
         ray.init(
+            address="local",  # a fresh runtime, even when `ray start` left one running here
             num_cpus=workers,
             include_dashboard=False,
             log_to_driver=False,
@@ -193,16 +196,22 @@ def materialize(
     store = open_store(url, mode="a", check_writable=True)
     summary = MaterializeSummary(spec.name, url, workers, names, [])
     t0 = time.perf_counter()
-    with ray_session(address, workers):
-        pool = ActorPool(url, workers)
-        try:
-            for plan in plans:
-                with StageLock(url, plan.stage) as lock:
+    with ExitStack() as held:
+        locks = [held.enter_context(StageLock(url, plan.stage)) for plan in plans]
+
+        def heartbeat() -> None:
+            for lock in locks:
+                lock.refresh()
+
+        with ray_session(address, workers):
+            pool = ActorPool(url, workers)
+            try:
+                for plan in plans:
                     summary.groups += run_stage(
-                        plan, spec.name, store, pool, lock, on_progress, retry_failed
+                        plan, spec.name, store, pool, heartbeat, on_progress, retry_failed
                     )
-        finally:
-            pool.close()
+            finally:
+                pool.close()
     summary.elapsed_s = time.perf_counter() - t0
     return summary
 
@@ -235,11 +244,11 @@ def run_stage(
     curriculum: str,
     store: Any,
     pool: ActorPool,
-    lock: StageLock,
+    heartbeat: Callable[[], None],
     on_progress: Callable[[ProgressEvent], None] | None,
     retry_failed: bool,
 ) -> list[GroupSummary]:
-    """Materialize one stage with ``pool`` while holding ``lock``."""
+    """Materialize one stage with ``pool``; ``heartbeat`` renews the stage locks while it runs."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -283,8 +292,8 @@ def run_stage(
     for a in range(len(pool.actors)):
         submit(a)
     while inflight:
-        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=lock.stale_after / 8)
-        lock.refresh()
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=HEARTBEAT_S)
+        heartbeat()
         for ref in ready:
             actor, generation, path, index = inflight.pop(ref)
             summary = summaries[path]

@@ -108,7 +108,9 @@ def chunk_time(snapshots: int, channels: int, shape: tuple[int, int, int]) -> in
 def check_version(attrs: dict[str, Any], where: str) -> None:
     """Refuse stores of another format or of a newer version than this code reads."""
     if attrs.get("format") != FORMAT_NAME:
-        raise FormatError(f"{where}: not a pdeladder store (attribute format={attrs.get('format')!r})")
+        raise FormatError(
+            f"{where}: not a pdeladder store (attribute format={attrs.get('format')!r})"
+        )
     version = attrs.get("format_version")
     if not isinstance(version, int) or version < 1:
         raise FormatError(f"{where}: unknown format version {version!r}")
@@ -130,7 +132,9 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
         ArraySpec("y", (Y,), ("y",), "float64", (Y,), {"long_name": "y coordinate", "units": "1"}),
         ArraySpec("z", (Z,), ("z",), "float64", (Z,), {"long_name": "z coordinate", "units": "1"}),
         ArraySpec("channel", (C,), ("channel",), "str", (C,), {"long_name": "channel name"}, ""),
-        ArraySpec("parameter", (P,), ("parameter",), "str", (P,), {"long_name": "parameter name"}, ""),
+        ArraySpec(
+            "parameter", (P,), ("parameter",), "str", (P,), {"long_name": "parameter name"}, ""
+        ),
     ]
     per_sample = [
         ArraySpec(

@@ -57,7 +57,9 @@ def _zarr_store(url: str, read_only: bool, storage_options: dict | None) -> Any:
             return LocalStore(path, read_only=read_only)
         return FsspecStore.from_url(url, storage_options=storage_options, read_only=read_only)
     except ImportError as err:
-        raise StoreError(f"{url}: no filesystem for {protocol}:// ({err.name} is missing)") from None
+        raise StoreError(
+            f"{url}: no filesystem for {protocol}:// ({err.name} is missing)"
+        ) from None
     except Exception as err:
         raise StoreError(f"{url}: cannot open ({type(err).__name__}: {err})") from None
 
@@ -285,7 +287,9 @@ class Group:
             try:
                 self._arrays[name] = self.node[name]
             except KeyError:
-                raise StoreError(f"{self.store.url}::{self.path}: array {name!r} is missing") from None
+                raise StoreError(
+                    f"{self.store.url}::{self.path}: array {name!r} is missing"
+                ) from None
         return self._arrays[name]
 
     def where(self, index: int | None = None) -> str:

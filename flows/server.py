@@ -33,7 +33,9 @@ def wait_healthy(api_url: str, timeout_s: float, proc: subprocess.Popen | None =
 
 
 @contextmanager
-def local_server(host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120) -> Iterator[str]:
+def local_server(
+    host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120
+) -> Iterator[str]:
     """Start ``prefect server start --host HOST --port PORT``; yield its API URL; stop it on exit.
 
     The server's log goes to a temporary file whose tail is shown if the start fails.

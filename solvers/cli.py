@@ -142,8 +142,9 @@ def solve(
         int, typer.Option("--resolution", help="Grid points per axis (>= 3).")
     ] = 32,
     snapshots: Annotated[
-        int, typer.Option("--snapshots", help="Stored time levels T (1 for steady families).")
-    ] = 11,
+        int | None,
+        typer.Option("--snapshots", help="Stored time levels T [default: 11; steady: 1]."),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", help="NAME=VALUE, repeatable; defaults otherwise."),
@@ -163,7 +164,7 @@ def solve(
 
     fam = get_family(family)
     params = fam.parse_params(parse_assignments(param or []))
-    grid = fam.grid(dim, resolution, 1 if fam.steady else snapshots)
+    grid = fam.grid(dim, resolution, snapshots or (1 if fam.steady else 11))
     store = open_store(out, mode="a", check_writable=True)  # fails before any solve, writes nothing
     sample = fam.run(params, grid, seed)
     index = store.require_group(stage, fam, grid).append(sample)

@@ -1,11 +1,11 @@
 """Fixtures of the dataset tests: small real heat samples, stores on disk and in memory, and a
 real S3 endpoint (moto's server on 127.0.0.1) for ``s3://`` stores."""
 
+from mpi4py import MPI  # noqa: F401  (loaded before DOLFINx, which get_family("heat") imports)
+
 import os
 import uuid
 from collections.abc import Iterator
-
-from mpi4py import MPI  # noqa: F401  (before DOLFINx, which the heat family imports)
 
 import fsspec
 import numpy as np

@@ -166,7 +166,9 @@ def test_unusable_locations(tmp_path):
 
 
 def test_refuses_newer_and_foreign_formats(tmp_path):
-    zarr.open_group(str(tmp_path / "new"), mode="w", attributes={"format": "pdeladder", "format_version": 9})
+    zarr.open_group(
+        str(tmp_path / "new"), mode="w", attributes={"format": "pdeladder", "format_version": 9}
+    )
     with pytest.raises(FormatError, match="format version 9 is newer"):
         open_store(str(tmp_path / "new"))
     zarr.open_group(str(tmp_path / "other"), mode="w", attributes={"title": "x"}).create_group("g")
@@ -224,9 +226,7 @@ _WRITER = textwrap.dedent(
 
 def test_concurrent_writers_race_to_create_and_fill_one_group(tmp_path):
     url = str(tmp_path / "store")
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, url, str(first)]) for first in (0, 1)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, url, str(first)]) for first in (0, 1)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     group = open_store(url).group("race/heat/2d_n9_t5")
     assert group.status().tolist() == [OK] * 8

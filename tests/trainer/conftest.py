@@ -1,9 +1,10 @@
 """Fixtures of the trainer tests: a small curriculum and its store, solved with the heat family."""
 
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
 from pathlib import Path
 
 import pytest
-from mpi4py import MPI  # noqa: F401  (before DOLFINx)
 
 from pdeladder.curriculum.loader import parse_curriculum
 from pdeladder.curriculum.plan import plan_stage

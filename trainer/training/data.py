@@ -51,7 +51,7 @@ def fill_stats(layout: SlotLayout, store_url: str, paths: list[str]) -> None:
             layout.stats[name]["std"][s] = float(std[0]) if std[0] > 0 else 1.0
 
 
-def _batch(
+def make_batch(
     layout: SlotLayout,
     family: str,
     grid: Grid,
@@ -119,7 +119,7 @@ class StoreBatches:
         """The batch of samples ``indices`` of group ``gi``."""
         g = self.groups[gi]
         fields = np.stack([g.read_fields(int(i), int(self._checksums[gi][i])) for i in indices])
-        return _batch(self.layout, g.family, g.grid, fields, self._params[gi][indices], solved)
+        return make_batch(self.layout, g.family, g.grid, fields, self._params[gi][indices], solved)
 
     def _epoch(self, epoch: int) -> list[tuple[int, np.ndarray]]:
         rng = np.random.default_rng([self.seed, epoch])
@@ -221,4 +221,4 @@ def draw_unsolved(
         for c in range(len(slots)):
             grf = gaussian_random_field(spec.grid.shape, ell, rng)
             fields[i, 0, c] = mean[c] + std[c] * grf
-    return _batch(layout, spec.family, spec.grid, fields, params, solved=False)
+    return make_batch(layout, spec.family, spec.grid, fields, params, solved=False)

@@ -154,6 +154,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     model = build_model(cfg).to(device)
     model.checkpointing = cfg["activation_checkpointing"]
     model = shard(model, device)
+    local = sum(p.to_local().numel() for p in model.parameters())
+    sharded_fraction = local / sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"]["initial"], weight_decay=1e-4)
     processor = DataProcessor(layout, device)
     data = StoreBatches(
@@ -231,6 +233,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 "samples_per_s": samples_since * world / max(elapsed, 1e-9),
                 "resumed_from": resumed_from,
                 "worker_pids": pids,
+                "sharded_fraction": sharded_fraction,
                 **{f"residual/{k}": v for k, v in per_family.items()},
             }
             t_last, samples_since = time.perf_counter(), 0

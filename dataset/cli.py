@@ -1,0 +1,100 @@
+"""``pdeladder store ...``: inspect, verify and plot stores from the shell."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pdeladder.dataset.store import open_store
+
+app = typer.Typer(help="Zarr stores of samples: inspect, verify, plot.", no_args_is_help=True)
+console = Console()
+
+Url = Annotated[str, typer.Argument(help="Store URL: a path, file://, memory:// or s3://.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+@app.command()
+def inspect(url: Url, as_json: AsJson = False) -> None:
+    """Groups with their ok/failed/missing counts, bytes stored and compression ratio."""
+    from pdeladder.dataset.verify import summary
+
+    store = open_store(url)
+    rows = [summary(store.group(path)) for path in store.groups()]
+    if as_json:
+        typer.echo(json.dumps({"url": url, "groups": rows}))
+        return
+    table = Table(title=f"pdeladder store {url}")
+    for col in ("group", "shape (T,C,X,Y,Z)", "ok", "failed", "missing", "bytes", "ratio"):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    for r in rows:
+        table.add_row(
+            r["group"],
+            "x".join(map(str, r["shape"])),
+            str(r["ok"]),
+            f"[red]{r['failed']}" if r["failed"] else "0",
+            f"[yellow]{r['missing']}" if r["missing"] else "0",
+            f"{r['bytes']:,}",
+            "-"
+            if r["compression_ratio"] is None
+            else f"{r['compression_ratio']:.2f} ({r['compression']})",
+        )
+    console.print(table)
+
+
+@app.command()
+def verify(
+    url: Url,
+    as_json: AsJson = False,
+    structure_only: Annotated[
+        bool, typer.Option("--structure-only", help="Check metadata and layout, read no fields.")
+    ] = False,
+) -> None:
+    """Check a store against the format: structure, completeness, checksums, NaN/Inf.
+
+    Exits 1 naming every bad sample; 2 if the store cannot be opened or has an unknown version.
+    """
+    from pdeladder.dataset.verify import store_problems
+
+    found = store_problems(open_store(url), values=not structure_only)
+    problems = [p for ps in found.values() for p in ps]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "url": url,
+                    "ok": not problems,
+                    "groups": sorted(found),
+                    "problems": [p.__dict__ for p in problems],
+                }
+            )
+        )
+    elif problems:
+        table = Table(title=f"{len(problems)} problem(s) in {url}")
+        for col in ("where", "check", "problem"):
+            table.add_column(col)
+        for p in problems:
+            table.add_row(p.path, p.kind, p.message)
+        console.print(table)
+    else:
+        console.print(f"[green]ok[/green]: {len(found)} group(s) in {url} match the format")
+    if problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def plot(
+    url: Url,
+    group: Annotated[str, typer.Option("--group", help="Group path (see `store inspect`).")],
+    sample: Annotated[int, typer.Option("--sample", help="Sample index.")],
+    out: Annotated[Path | None, typer.Option("--out", help="PNG to write.")] = None,
+) -> None:
+    """Draw one sample's snapshots over time (the z = 0.5 slice in 3D) into a PNG."""
+    from pdeladder.dataset.plot import plot_sample
+
+    g = open_store(url).group(group)
+    path = out or Path(f"{group.replace('/', '_')}_{sample}.png")
+    console.print(f"wrote {plot_sample(g, sample, path)}")

@@ -1,0 +1,129 @@
+"""The pieces a loader is made of: shard → read (prefetched) → normalise → bucket → collate.
+
+Both loaders (:mod:`pdeladder.dataset.loader` for torch, :mod:`pdeladder.dataset.ray_source`
+for Ray Data) use these functions, so they batch identically; the batch layout is documented in
+:mod:`pdeladder.dataset.loader`.
+"""
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from pdeladder.dataset.catalog import Catalog, SampleRef
+
+Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
+
+
+def shard(
+    refs: list[SampleRef], *, seed: int | None, epoch: int, part: int, parts: int
+) -> list[SampleRef]:
+    """The samples of ``part`` out of ``parts`` for ``epoch``, disjoint across parts.
+
+    A part is one (rank, DataLoader worker) pair. Within each grid bucket the samples are
+    permuted (seeded by ``(seed, epoch)``, the same in every part), cut to a multiple of
+    ``parts`` (at most ``parts - 1`` left out per epoch, different ones each epoch) and dealt
+    round-robin, so every part gets as many samples of each bucket, hence as many batches. The
+    part's list is permuted again so that buckets interleave. ``seed=None`` keeps store order.
+    """
+    if not 0 <= part < parts:
+        raise ValueError(f"part {part} outside [0, {parts})")
+    rng = None if seed is None else np.random.default_rng([seed, epoch])
+    mine: list[SampleRef] = []
+    for key in sorted({r.bucket for r in refs}):
+        bucket = [r for r in refs if r.bucket == key]
+        order = np.arange(len(bucket)) if rng is None else rng.permutation(len(bucket))
+        keep = len(bucket) - len(bucket) % parts
+        mine += [bucket[i] for i in order[:keep][part::parts]]
+    if seed is not None:
+        mine = [mine[i] for i in np.random.default_rng([seed, epoch, part]).permutation(len(mine))]
+    return mine
+
+
+def prefetched(
+    read: Callable[[SampleRef], np.ndarray], refs: Iterable[SampleRef], depth: int
+) -> Iterator[Item]:
+    """``(ref, read(ref))`` in order, with up to ``depth`` reads running ahead in background
+    threads; a read's error is raised where its sample would have been yielded."""
+    with ThreadPoolExecutor(max_workers=max(1, min(depth, 8))) as pool:
+        window: deque = deque()
+        for ref in refs:
+            window.append((ref, pool.submit(read, ref)))
+            if len(window) > depth:
+                done, fut = window.popleft()
+                yield done, fut.result()
+        while window:
+            done, fut = window.popleft()
+            yield done, fut.result()
+
+
+def shuffled(items: Iterable[Item], *, size: int, seed: int) -> Iterator[Item]:
+    """A seeded shuffle buffer of ``size`` items, for streams that cannot be permuted upfront."""
+    rng = np.random.default_rng(seed)
+    buf: list[Item] = []
+    for item in items:
+        buf.append(item)
+        if len(buf) >= size:
+            yield buf.pop(int(rng.integers(len(buf))))
+    while buf:
+        yield buf.pop(int(rng.integers(len(buf))))
+
+
+def bucketed(items: Iterable[Item], batch_size: int) -> Iterator[list[Item]]:
+    """Group items by grid ``(dim, resolution, T)`` into lists of ``batch_size``; the
+    remainders come last, in bucket order."""
+    open_: dict[tuple[int, int, int], list[Item]] = {}
+    for item in items:
+        bucket = open_.setdefault(item[0].bucket, [])
+        bucket.append(item)
+        if len(bucket) == batch_size:
+            yield open_.pop(item[0].bucket)
+    for key in sorted(open_):
+        yield open_[key]
+
+
+def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
+    """One batch of a single grid shape as the dict documented in :mod:`pdeladder.dataset.loader`."""
+    B, C, P = len(items), len(catalog.channels), catalog.n_params
+    T, _, X, Y, Z = items[0][1].shape
+    fields = np.zeros((B, T, C, X, Y, Z), dtype=np.float32)
+    channel_mask = np.zeros((B, C), dtype=bool)
+    input_mask = np.zeros((B, C), dtype=bool)
+    mean = np.zeros((B, C), dtype=np.float32)
+    std = np.ones((B, C), dtype=np.float32)
+    params = np.zeros((B, P), dtype=np.float32)
+    param_mask = np.zeros((B, P), dtype=bool)
+    for b, (ref, data) in enumerate(items):
+        lay = catalog.groups[ref.group]
+        slots = lay.channel_slots
+        channel_mask[b, slots] = True
+        input_mask[b, slots] = lay.input_slots
+        if normalize:
+            mean[b, slots], std[b, slots] = lay.mean, lay.std
+        if normalize:
+            per_channel = (1, -1, 1, 1, 1)
+            data = (data - lay.mean.reshape(per_channel)) / lay.std.reshape(per_channel)
+        fields[b][:, slots] = data
+        param_mask[b, : lay.n_params] = True
+        params[b, : lay.n_params] = catalog.params[ref.group][ref.index]
+    dim, resolution, _ = items[0][0].bucket
+    return {
+        "fields": torch.from_numpy(fields),
+        "channel_mask": torch.from_numpy(channel_mask),
+        "input_mask": torch.from_numpy(input_mask),
+        "mean": torch.from_numpy(mean),
+        "std": torch.from_numpy(std),
+        "params": torch.from_numpy(params),
+        "param_mask": torch.from_numpy(param_mask),
+        "family": [catalog.groups[r.group].family for r, _ in items],
+        "family_id": torch.tensor([catalog.groups[r.group].family_id for r, _ in items]),
+        "t_end": torch.tensor(
+            [catalog.groups[r.group].t_end for r, _ in items], dtype=torch.float64
+        ),
+        "dim": dim,
+        "resolution": resolution,
+        "group": [r.group for r, _ in items],
+        "index": torch.tensor([r.index for r, _ in items]),
+    }

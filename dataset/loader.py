@@ -1,0 +1,118 @@
+"""Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
+
+Pipeline: catalog (ok samples; status, checksums, moments read once) → shard by rank and
+DataLoader worker → read one sample at a time, prefetched by background threads → normalise
+per channel with the store's statistics → bucket by grid → collate. Whole arrays are never
+loaded; a corrupt chunk or a sample that is not ok raises a StoreError naming it.
+
+Each item is one batch, a dict::
+
+    fields        (B, T, C, X, Y, Z) float32  normalised: (x - mean) / std; 0 in empty slots
+    channel_mask  (B, C) bool     slot c holds a channel of the sample's family
+    input_mask    (B, C) bool     slot c holds an input (coefficient) channel, not a prediction
+    mean, std     (B, C) float32  per-slot statistics: physical = fields * std + mean
+                                  (0 and 1 where unused or when normalize=False)
+    params        (B, P) float32  parameter vectors in the family's order, 0-padded
+    param_mask    (B, P) bool     parameter slot p is used by the sample's family
+    family        list[str]       (B,) family names
+    family_id     (B,) int64      index into ``dataset.families``
+    t_end         (B,) float64    final time; snapshot k is at k * t_end / (T - 1)
+    dim           int             spatial dimension of the batch (1: Y = Z = 1, 2: Z = 1)
+    resolution    int             points per spatial axis, boundaries included
+    group         list[str]       (B,) group path of each sample
+    index         (B,) int64      sample index in its group
+
+Every batch has one grid (dim, resolution, T); channel slots are ``dataset.channels`` (the
+union of the families' channel names: a name always has the same slot), parameter slots are
+``0 .. dataset.n_params - 1``. With a Grid built from ``(dim, resolution, T, t_end[b])`` a
+family's residual applies to ``fields[b] * std[b] + mean[b]`` restricted to its slots.
+
+Sharding: each (rank, worker) gets a disjoint share of every grid bucket, the same number of
+samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP). Use it with
+``torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=k)`` and call
+:meth:`StoreDataset.set_epoch` before each epoch to reshuffle.
+"""
+
+import numpy as np
+import torch.distributed as dist
+from torch.utils.data import IterableDataset, get_worker_info
+
+from pdeladder.dataset.catalog import Catalog, SampleRef
+from pdeladder.dataset.collate import bucketed, collate, prefetched, shard
+from pdeladder.dataset.store import Group
+from pdeladder.errors import UserInputError
+
+
+class StoreDataset(IterableDataset):
+    """Batches of a store's ok samples, streamed; see the module docstring for their layout.
+
+    Args:
+        source: store URL, or a :class:`Catalog` built with :meth:`Catalog.build`.
+        batch_size: samples per batch (the last batch of each grid bucket may be smaller).
+        groups: glob patterns of group paths to read (``["stage1/*"]``); all if None.
+        seed: shuffle seed; None reads in store order.
+        normalize: normalise channels with the store's mean and std.
+        rank, world_size: this process's share; default from ``torch.distributed`` if
+            initialised, else 0 and 1.
+    """
+
+    def __init__(
+        self,
+        source: str | Catalog,
+        *,
+        batch_size: int,
+        groups: list[str] | None = None,
+        seed: int | None = 0,
+        normalize: bool = True,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ):
+        if batch_size < 1:
+            raise UserInputError(f"batch_size must be positive, got {batch_size}")
+        self.catalog = (
+            source if isinstance(source, Catalog) else Catalog.build(source, groups=groups)
+        )
+        self.batch_size, self.seed, self.normalize = batch_size, seed, normalize
+        initialised = dist.is_available() and dist.is_initialized()
+        self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
+        self.world_size = world_size or (dist.get_world_size() if initialised else 1)
+        self.epoch = 0
+        self.prefetch = 2 * batch_size
+
+    @property
+    def families(self) -> list[str]:
+        return self.catalog.families
+
+    @property
+    def channels(self) -> list[str]:
+        return self.catalog.channels
+
+    @property
+    def n_params(self) -> int:
+        return self.catalog.n_params
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def samples(self) -> list[SampleRef]:
+        """The samples this process (and DataLoader worker) reads in the current epoch."""
+        info = get_worker_info()
+        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
+        return shard(
+            self.catalog.refs,
+            seed=self.seed,
+            epoch=self.epoch,
+            part=self.rank * workers + worker,
+            parts=self.world_size * workers,
+        )
+
+    def __iter__(self):
+        store = self.catalog.open()
+        groups: dict[str, Group] = {p: store.group(p) for p in self.catalog.groups}
+
+        def read(ref: SampleRef) -> np.ndarray:
+            return groups[ref.group].read_fields(ref.index, ref.checksum)
+
+        items = prefetched(read, self.samples(), self.prefetch)
+        for batch in bucketed(items, self.batch_size):
+            yield collate(batch, self.catalog, normalize=self.normalize)

@@ -1,0 +1,200 @@
+"""Check a store against the format of ``docs/format.md``, part by part.
+
+Structural checks (attributes, arrays, coordinates, status) read metadata and small arrays;
+value checks (completeness, checksums, NaN/Inf, stored moments) read every ok sample once,
+one at a time. Each check function covers one part of the tree and returns the
+:class:`~pdeladder.errors.FormatError` it finds, each naming its path; :func:`verify` collects
+them all instead of stopping at the first.
+"""
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zarr
+
+from pdeladder.dataset import format as fmt
+from pdeladder.dataset.moments import sample_moments
+from pdeladder.dataset.store import Group, Store, open_store
+from pdeladder.errors import FormatError, StoreError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: where (``group`` or ``group sample i``), which kind of check, and what."""
+
+    path: str
+    kind: str  # "structure" or "values"
+    message: str
+
+    def error(self) -> FormatError:
+        return FormatError(f"{self.path}: {self.message}")
+
+
+def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
+    """The group's attributes: presence and types, version, channel and parameter entries."""
+    for name, kind in fmt.GROUP_ATTRS.items():
+        if name not in attrs:
+            yield f"attribute {name!r} is missing"
+        elif not isinstance(attrs[name], kind) or (kind is int and isinstance(attrs[name], bool)):
+            yield f"attribute {name!r} has type {type(attrs[name]).__name__}"
+    try:
+        fmt.check_version(attrs, "group")
+    except FormatError as err:
+        yield str(err).removeprefix("group: ")
+    for c in attrs.get("channels", []):
+        if not isinstance(c, dict) or set(c) != {"name", "long_name", "units", "role"}:
+            yield f"channel entry {c!r} needs exactly name, long_name, units, role"
+        elif c["role"] not in ("input", "output"):
+            yield f"channel {c['name']!r} has role {c['role']!r}, not input/output"
+    for p in attrs.get("parameters", []):
+        if not isinstance(p, dict) or not {"name", "units"} <= set(p):
+            yield f"parameter entry {p!r} needs name and units"
+    if attrs.get("compression") not in fmt.COMPRESSIONS:
+        yield f"unknown compression {attrs.get('compression')!r}"
+
+
+def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
+    """One array: present, and with the shape, dimension names, dtype, chunks and attributes
+    that the group's metadata implies; no sharding."""
+    if spec.name not in node:
+        yield f"array {spec.name!r} is missing"
+        return
+    arr = node[spec.name]
+    if not isinstance(arr, zarr.Array):
+        yield f"{spec.name!r} is a group, not an array"
+        return
+    dtype = "str" if arr.dtype.kind in "OUT" or str(arr.dtype).startswith("Str") else str(arr.dtype)
+    found = {
+        "shape": arr.shape,
+        "dimension_names": tuple(arr.metadata.dimension_names or ()),
+        "dtype": dtype,
+        "chunks": arr.chunks,
+    }
+    wanted = {
+        "shape": spec.shape,
+        "dimension_names": spec.dims,
+        "dtype": spec.dtype,
+        "chunks": spec.chunks,
+    }
+    for key, value in wanted.items():
+        if found[key] != value:
+            yield f"{spec.name}: {key} is {found[key]}, expected {value}"
+    if arr.shards is not None:
+        yield f"{spec.name}: is sharded; the format has one sample per chunk and no shards"
+    for key in spec.attrs:
+        if key not in arr.attrs:
+            yield f"{spec.name}: attribute {key!r} is missing"
+
+
+def check_coordinates(group: Group) -> Iterator[str]:
+    """Coordinate arrays ``t, x, y, z, channel, parameter`` hold the values the metadata implies."""
+    for name, expected in fmt.coordinate_values(group.attrs).items():
+        values = group.array(name)[:]
+        same = (
+            list(values) == list(expected)
+            if expected.dtype == object
+            else np.allclose(values, expected, rtol=0, atol=1e-12)
+        )
+        if not same:
+            yield f"coordinate {name} is {values.tolist()}, expected {expected.tolist()}"
+
+
+def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
+    """Status values are known; ``n_samples`` matches the arrays; failed samples say why."""
+    n = group.attrs["n_samples"]
+    if n is not None and len(status) != n:
+        yield f"status has {len(status)} samples, n_samples says {n}"
+    unknown = np.flatnonzero(status > fmt.FAILED)
+    if unknown.size:
+        yield f"unknown status values at samples {unknown.tolist()}"
+    reasons = group.array("reason")
+    for i in np.flatnonzero(status == fmt.FAILED).tolist():
+        if not str(reasons[i]):
+            yield f"sample {i}: status failed without a reason"
+
+
+def check_sample_values(group: Group, index: int, expected_checksum: int) -> Iterator[str]:
+    """One ok sample: readable, matching its checksum, finite, with the moments it stores."""
+    try:
+        data = group.read_fields(index, expected_checksum)
+    except StoreError as err:
+        yield str(err).removeprefix(f"{group.where(index)}: ")
+        return
+    bad = ~np.isfinite(data)
+    if bad.any():
+        yield f"{int(bad.sum())} NaN/Inf values"
+        return
+    stored = group.array("moments")[index]
+    if not np.allclose(stored, sample_moments(data), rtol=1e-9, atol=1e-12):
+        yield "stored moments do not match the fields"
+
+
+def group_problems(group: Group, *, values: bool = True) -> list[Problem]:
+    """Every problem of one group: structure first; values only when the structure holds."""
+    where = group.where()
+    found = [Problem(where, "structure", m) for m in check_group_attrs(group.attrs)]
+    if found:
+        return found
+    status = None
+    for spec in fmt.layout(group.attrs, group.n_samples if "status" in group.node else 0):
+        found += [Problem(where, "structure", m) for m in check_array(group.node, spec)]
+    if not found:
+        found += [Problem(where, "structure", m) for m in check_coordinates(group)]
+        status = group.status()
+        found += [Problem(where, "structure", m) for m in check_status(group, status)]
+    if found or not values:
+        return found
+    checksums = group.checksums()
+    for i, s in enumerate(status.tolist()):
+        if s == fmt.MISSING:
+            found.append(Problem(group.where(i), "values", "missing (never written)"))
+        elif s == fmt.OK:
+            found += [
+                Problem(group.where(i), "values", m)
+                for m in check_sample_values(group, i, int(checksums[i]))
+            ]
+    return found
+
+
+def store_problems(store: Store, *, values: bool = True) -> dict[str, list[Problem]]:
+    """``{group path: problems}`` for every group of ``store``."""
+    out = {}
+    for path in store.groups():
+        try:
+            out[path] = group_problems(store.group(path), values=values)
+        except (FormatError, StoreError) as err:
+            out[path] = [Problem(f"{store.url}::{path}", "structure", str(err))]
+    return out
+
+
+def verify(url: str, *, values: bool = True) -> None:
+    """Raise :class:`FormatError` naming the first problem (and how many there are) if the
+    store at ``url`` does not match the format; return quietly if it does."""
+    problems = [p for ps in store_problems(open_store(url), values=values).values() for p in ps]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise FormatError(f"{problems[0].path}: {problems[0].message}{more}")
+
+
+def summary(group: Group) -> dict[str, Any]:
+    """Counts, bytes stored and the compression ratio of ``fields`` for one group."""
+    status = group.status()
+    ok = int((status == fmt.OK).sum())
+    stored = sum(group.array(spec.name).nbytes_stored() for spec in fmt.layout(group.attrs, 0))
+    fields_stored = group.array("fields").nbytes_stored()
+    raw = ok * 4 * math.prod(group.sample_shape)
+    return {
+        "group": group.path,
+        "family": group.family,
+        "shape": list(group.sample_shape),
+        "samples": len(status),
+        "ok": ok,
+        "failed": int((status == fmt.FAILED).sum()),
+        "missing": int((status == fmt.MISSING).sum()),
+        "bytes": int(stored),
+        "compression": group.attrs["compression"],
+        "compression_ratio": round(raw / fields_stored, 3) if ok else None,
+    }

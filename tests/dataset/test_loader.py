@@ -1,0 +1,148 @@
+"""Streaming loaders: batches, normalisation, mixed families, sharding, errors; torch and Ray."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from pdeladder.dataset.catalog import Catalog
+from pdeladder.dataset.loader import StoreDataset
+from pdeladder.dataset.store import open_store
+from pdeladder.errors import StoreError
+from pdeladder.solvers import Sample, SolveStats, get_family
+
+from .conftest import GRID, HEAT, array_sample, failed_sample
+
+ADV = get_family("advection_diffusion")
+LINE = HEAT.grid(1, 9, 5)
+
+
+def _adv_sample(seed: int) -> Sample:
+    fields = np.random.default_rng(seed).normal(-2.0, 0.5, (5, 3, 9, 9, 1)).astype(np.float32)
+    return Sample(ADV.name, fields, GRID, ADV.parse_params(), seed, SolveStats())
+
+
+@pytest.fixture
+def mixed_store(tmp_path, heat_samples) -> tuple[str, dict]:
+    """heat 2D (4 real solves + 1 failure), advection-diffusion 2D (3), heat 1D (3 samples):
+    two grid buckets, two families in one of them. Returns the URL and {(group, i): fields}."""
+    url = str(tmp_path / "store")
+    store = open_store(url, mode="a")
+    data = {}
+    heat2 = store.require_group("s0", HEAT, GRID, n_samples=5)
+    for k, s in enumerate(heat_samples):
+        heat2.write(k, s)
+        data[(heat2.path, k)] = s.fields
+    heat2.write(4, failed_sample())
+    adv = store.require_group("s0", ADV, GRID, n_samples=3)
+    heat1 = store.require_group("s1", HEAT, LINE)
+    for k in range(3):
+        adv.write(k, _adv_sample(k))
+        data[(adv.path, k)] = _adv_sample(k).fields
+        s = array_sample(LINE, 10 + k)
+        data[(heat1.path, heat1.append(s))] = s.fields
+    heat2.update_stats()  # cached for one group, merged on the fly for the others
+    return url, data
+
+
+def _seen(batches) -> list[tuple[str, int]]:
+    return [(g, int(i)) for b in batches for g, i in zip(b["group"], b["index"], strict=True)]
+
+
+def test_batches_restore_the_stored_samples(mixed_store):
+    url, data = mixed_store
+    ds = StoreDataset(url, batch_size=2, seed=3)
+    assert ds.families == ["advection_diffusion", "heat"]
+    assert ds.channels == ["u", "bx", "by"] and ds.n_params == 4
+    batches = list(ds)
+    assert sorted(_seen(batches)) == sorted(data)  # every ok sample once, the failure never
+    heat_all = np.concatenate([f.ravel() for (g, _), f in data.items() if "heat" in g])
+    for b in batches:
+        B, T, C, X, Y, Z = b["fields"].shape
+        assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["dim"] == 2 else (9, 1, 1))
+        assert b["fields"].dtype == torch.float32 and b["family_id"].shape == (B,)
+        for k in range(B):
+            fam = b["family"][k]
+            assert ds.families[b["family_id"][k]] == fam
+            mask = b["channel_mask"][k]
+            stored = data[(b["group"][k], int(b["index"][k]))]
+            physical = b["fields"][k][:, mask] * b["std"][k][mask].view(1, -1, 1, 1, 1)
+            physical += b["mean"][k][mask].view(1, -1, 1, 1, 1)
+            np.testing.assert_allclose(physical.numpy(), stored, rtol=1e-5, atol=1e-5)
+            assert not b["fields"][k][:, ~mask].any()
+            if fam == "heat":
+                assert mask.tolist() == [True, False, False] and not b["input_mask"][k].any()
+                assert b["mean"][k, 0] == pytest.approx(heat_all.mean(), rel=1e-5)
+                assert b["std"][k, 0] == pytest.approx(heat_all.std(), rel=1e-5)
+                assert b["param_mask"][k].tolist() == [True, True, False, False]
+            else:
+                assert b["input_mask"][k].tolist() == [False, True, True]
+                assert b["params"][k].tolist() == pytest.approx(ADV.parse_params().vector())
+    assert [b["family"] for b in batches].count(["heat", "advection_diffusion"]) + [
+        b["family"] for b in batches
+    ].count(["advection_diffusion", "heat"]) >= 1  # families share batches of one grid
+
+
+def test_shards_are_disjoint_and_even(mixed_store):
+    url, data = mixed_store
+    catalog = Catalog.build(url)
+    ranks = [list(StoreDataset(catalog, batch_size=2, rank=r, world_size=2)) for r in (0, 1)]
+    seen = [set(_seen(b)) for b in ranks]
+    assert not seen[0] & seen[1]
+    assert len(ranks[0]) == len(ranks[1])  # equal batch counts keep DDP ranks in step
+    assert len(seen[0] | seen[1]) >= len(data) - 2  # at most world_size - 1 left out per bucket
+    again = StoreDataset(catalog, batch_size=2, rank=0, world_size=2)
+    assert _seen(again) == _seen(ranks[0])  # deterministic
+    again.set_epoch(1)
+    assert _seen(again) != _seen(ranks[0])  # reshuffled per epoch
+
+
+def test_dataloader_workers_split_a_rank(mixed_store):
+    url, data = mixed_store
+    ds = StoreDataset(url, batch_size=2, seed=None)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    seen = _seen(loader)
+    assert len(seen) == len(set(seen)) >= len(data) - 2
+
+
+def test_corrupt_chunk_stops_the_loader_naming_the_sample(mixed_store, tmp_path):
+    url, _ = mixed_store
+    chunk = next(
+        p for p in (tmp_path / "store/s0/heat/2d_n9_t5/fields/c/2").rglob("*") if p.is_file()
+    )
+    chunk.write_bytes(b"\x00" * 32)
+    with pytest.raises(StoreError, match="s0/heat/2d_n9_t5 sample 2"):
+        list(StoreDataset(url, batch_size=2))
+
+
+# Ray Data's own DataContext() sets its deprecated push-based-shuffle field and warns about it.
+@pytest.mark.filterwarnings("ignore:`use_push_based_shuffle` is deprecated:DeprecationWarning")
+def test_ray_data_shards_stream_the_same_batches(ray_local, mixed_store):
+    from pdeladder.dataset.ray_source import iter_store_batches, read_store
+
+    url, data = mixed_store
+    catalog = Catalog.build(url)
+    splits = read_store(catalog).streaming_split(2, equal=False)
+    out: list[list[dict]] = [[], []]
+
+    def consume(rank: int) -> None:
+        out[rank] = list(iter_store_batches(splits[rank], catalog, batch_size=2, seed=rank))
+
+    threads = [threading.Thread(target=consume, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    seen = [_seen(b) for b in out]
+    assert not set(seen[0]) & set(seen[1])
+    assert sorted(seen[0] + seen[1]) == sorted(data)
+    for b in out[0] + out[1]:
+        assert len({tuple(b["fields"].shape[1:])}) == 1
+        for k in range(len(b["group"])):
+            mask = b["channel_mask"][k]
+            physical = b["fields"][k][:, mask] * b["std"][k][mask].view(1, -1, 1, 1, 1)
+            physical += b["mean"][k][mask].view(1, -1, 1, 1, 1)
+            stored = data[(b["group"][k], int(b["index"][k]))]
+            np.testing.assert_allclose(physical.numpy(), stored, rtol=1e-5, atol=1e-5)

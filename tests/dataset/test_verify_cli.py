@@ -1,0 +1,114 @@
+"""``verify`` against the format, and the ``pdeladder store`` commands."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+from typer.testing import CliRunner
+
+from pdeladder.dataset import cli
+from pdeladder.dataset.store import open_store
+from pdeladder.dataset.verify import verify
+from pdeladder.errors import FormatError
+
+from .conftest import GRID, HEAT, array_sample, failed_sample
+
+runner = CliRunner()
+PATH = "s0/heat/2d_n9_t5"
+
+
+def _store(url, heat_samples, n=5):
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=n)
+    for k, sample in enumerate(heat_samples[: n - 1]):
+        group.write(k, sample)
+    group.write(n - 1, failed_sample())
+    return group
+
+
+def test_good_store_passes(store_url, heat_samples):
+    _store(store_url, heat_samples)
+    verify(store_url)
+    result = runner.invoke(cli.app, ["verify", store_url, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["ok"] and report["groups"] == [PATH] and report["problems"] == []
+    result = runner.invoke(cli.app, ["inspect", store_url, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["groups"]
+    assert (row["samples"], row["ok"], row["failed"], row["missing"]) == (5, 4, 1, 0)
+    assert row["bytes"] > 0 and row["compression_ratio"] > 0
+    assert runner.invoke(cli.app, ["inspect", store_url]).exit_code == 0
+
+
+def test_bad_samples_are_all_named(tmp_path, heat_samples):
+    url = str(tmp_path / "store")
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=6)
+    for k, sample in enumerate(heat_samples):
+        group.write(k, sample)
+    raw = zarr.open_group(url, mode="a")[PATH]["fields"]
+    nan = heat_samples[1].fields.copy()
+    nan[2, 0, 3, 3, 0] = np.nan
+    raw[1] = nan  # NaN written behind the API's back, checksum kept
+    chunk = next(
+        p for p in (tmp_path / "store" / PATH / "fields" / "c" / "3").rglob("*") if p.is_file()
+    )
+    chunk.write_bytes(chunk.read_bytes()[:10])  # truncated
+    group.write(5, array_sample(GRID, 5))
+    zarr.open_group(url, mode="a")[PATH]["moments"][5] = np.zeros((1, 3))  # stats out of step
+    result = runner.invoke(cli.app, ["verify", url, "--json"])
+    assert result.exit_code == 1
+    problems = json.loads(result.output)["problems"]
+    named = {p["path"].rsplit(" ", 1)[-1]: p["message"] for p in problems}
+    assert set(named) == {"1", "3", "4", "5"}
+    assert "checksum" in named["1"] or "NaN" in named["1"]
+    assert "corrupt" in named["3"] and "never written" in named["4"]
+    assert "moments" in named["5"]
+    assert all(p["kind"] == "values" for p in problems)
+    with pytest.raises(FormatError, match=r"sample 1: .* \(and 3 more\)"):
+        verify(url)
+    assert runner.invoke(cli.app, ["verify", url, "--structure-only"]).exit_code == 0
+    human = runner.invoke(cli.app, ["verify", url])
+    assert human.exit_code == 1 and "4 problem(s)" in human.output
+
+
+def test_structure_problems_name_the_array(tmp_path, heat_samples):
+    url = str(tmp_path / "store")
+    _store(url, heat_samples)
+    g = zarr.open_group(url, mode="a")[PATH]
+    g.update_attributes({"dim": "two"})
+    report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
+    assert [p["message"] for p in report["problems"]] == ["attribute 'dim' has type str"]
+    g.update_attributes({"dim": 2})
+    del g["seed"]
+    g.create_array("params", shape=(5, 2), dtype="float32", chunks=(5, 2), overwrite=True)
+    report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
+    messages = [p["message"] for p in report["problems"]]
+    assert "array 'seed' is missing" in messages
+    assert "params: dtype is float32, expected float64" in messages
+    assert "params: chunks is (5, 2), expected (1, 2)" in messages
+    assert "params: dimension_names is (), expected ('sample', 'parameter')" in messages
+    assert {p["kind"] for p in report["problems"]} == {"structure"}
+
+
+def test_newer_format_is_refused(tmp_path):
+    zarr.open_group(
+        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": 2}
+    )
+    result = runner.invoke(cli.app, ["verify", str(tmp_path)])
+    assert isinstance(result.exception, FormatError)
+    assert "format version 2 is newer than this pdeladder reads (1)" in str(result.exception)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_plot_writes_a_png(tmp_path, dim):
+    grid = HEAT.grid(dim, 5, 4)
+    url = str(tmp_path / "store")
+    open_store(url, mode="a").require_group("s0", HEAT, grid).append(array_sample(grid, 0))
+    out = tmp_path / "pic.png"
+    path = f"s0/heat/{dim}d_n5_t4"
+    result = runner.invoke(
+        cli.app, ["plot", url, "--group", path, "--sample", "0", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000

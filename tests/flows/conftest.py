@@ -1,0 +1,96 @@
+"""Fixtures of the flow tests: a tiny curriculum, free ports, a real Ray head with a dashboard."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+#: Two stages of one-dimensional problems, small enough to solve and train in seconds.
+TINY = """\
+name: tiny
+seed: 7
+model: {width: 4, modes: 2, layers: 1}
+stages:
+  - name: first
+    families:
+      - family: heat
+        dims: [1]
+        resolutions: [9]
+        samples: 3
+        params:
+          diffusivity: {low: 0.01, high: 0.1, scale: log}
+    training: {steps: 4, batch_size: 2}
+  - name: second
+    families:
+      - family: heat
+        dims: [1]
+        resolutions: [9]
+        samples: 2
+      - family: darcy
+        dims: [1]
+        resolutions: [9]
+        samples: 2
+    training: {steps: 4, batch_size: 2}
+"""
+
+
+@pytest.fixture
+def tiny_spec(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Ray head on 127.0.0.1 with its dashboard (the job server); yields its http URL.
+
+    ``ray start`` runs in a session of its own, and every daemon it starts stays in its process
+    group; the group is ended afterwards (what ``ray stop`` does, without touching other Ray
+    instances on the machine).
+    """
+    ray = str(Path(sys.executable).parent / "ray")
+    port, dashboard = free_port(), free_port()
+    temp = tmp_path_factory.mktemp("ray")
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    cmd = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+           "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+           f"--dashboard-port={dashboard}", "--num-cpus=2", f"--temp-dir={temp}",
+           "--disable-usage-stats"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=240)
+        if proc.returncode != 0:
+            pytest.fail(f"ray start failed: {out[-2000:]}")
+        yield f"http://127.0.0.1:{dashboard}"
+    finally:
+        stop_group(proc.pid)
+
+
+def stop_group(pgid: int, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left of it after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)

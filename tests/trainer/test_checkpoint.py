@@ -1,0 +1,33 @@
+"""Pickle-free model checkpoints: JSON arguments beside safetensors weights."""
+
+import json
+
+import pytest
+import torch
+
+from pdeladder.errors import UserInputError
+from pdeladder.trainer.models import LadderOperator, OperatorConfig, load_model, save_model
+
+
+def test_round_trip_rebuilds_the_model_without_its_class(tmp_path):
+    torch.manual_seed(0)
+    model = LadderOperator(
+        OperatorConfig(in_channels=4, out_channels=1, width=5, layers=2, modes=(2, 2, 1, 1))
+    )
+    save_model(model, tmp_path / "ckpt", {"stage": "s1", "step": 3})
+    doc = json.loads((tmp_path / "ckpt" / "model.json").read_text())
+    assert doc["model"] == "ladder_operator" and doc["args"]["modes"] == [2, 2, 1, 1]
+    loaded, meta = load_model(tmp_path / "ckpt")
+    assert meta == {"stage": "s1", "step": 3}
+    x, fam = torch.randn(2, 4, 3, 8, 1, 1), torch.zeros(2, dtype=torch.long)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x, fam), model(x, fam), rtol=0, atol=0)
+
+
+def test_a_folder_without_a_model_is_a_clear_error(tmp_path):
+    with pytest.raises(UserInputError, match="not a model checkpoint"):
+        load_model(tmp_path)
+    (tmp_path / "model.json").write_text(json.dumps({"model": "nope", "args": {}}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(UserInputError, match="unknown model 'nope'"):
+        load_model(tmp_path)

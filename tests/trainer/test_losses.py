@@ -1,0 +1,86 @@
+"""Data and equation losses, checked on heat-equation solver data."""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import numpy as np
+import pytest
+import torch
+
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.losses import relative_errors, relative_loss, trapezoid_weights
+from pdeladder.trainer.losses.equation import equation_loss
+from pdeladder.trainer.training.data import make_batch
+from pdeladder.trainer.training.layout import SlotLayout
+from pdeladder.trainer.training.processor import DataProcessor
+
+
+@pytest.fixture(scope="module")
+def heat_batch():
+    fam = get_family("heat")
+    grid = fam.grid(2, 17, 9)
+    samples = [
+        fam.run(fam.parse_params({"diffusivity": d}), grid, seed=s)
+        for s, d in ((1, 0.005), (2, 0.01))
+    ]
+    layout = SlotLayout.for_families(["heat"], [2])
+    fields = np.stack([s.fields for s in samples])
+    params = np.stack([s.params.vector() for s in samples])
+    layout.set_stats(fam, 2, fields.mean((0, 1, 3, 4, 5)), fields.std((0, 1, 3, 4, 5)))
+    return make_batch(layout, "heat", grid, fields, params, solved=True), layout
+
+
+def test_trapezoid_weights_integrate_linear_functions_exactly():
+    w = trapezoid_weights((5, 9, 1, 1))
+    x = torch.linspace(0, 1, 9)
+    assert w.sum().item() == pytest.approx(1.0)
+    assert (w[..., 0, 0] * x).sum().item() == pytest.approx(0.5)
+
+
+def test_relative_l2_and_h1_values():
+    torch.manual_seed(0)
+    u = torch.randn(3, 2, 4, 8, 8, 1)
+    assert relative_errors(u, u).abs().max() < 1e-7
+    torch.testing.assert_close(relative_errors(2 * u, u), torch.ones(3, 2))
+    torch.testing.assert_close(relative_errors(2 * u, u, h1=True), torch.ones(3, 2))
+    mask = torch.tensor([[True, False]] * 3)
+    wrong = u.clone()
+    wrong[:, 1] = 0  # an error in a masked-out channel does not count
+    assert relative_loss(wrong, u, mask).item() < 1e-7
+
+
+def test_residual_is_small_on_solver_data_and_large_when_perturbed(heat_batch):
+    batch, layout = heat_batch
+    truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
+    small, per_family = equation_loss(truth, batch, layout)
+    torch.manual_seed(0)
+    noisy = truth + 0.05 * truth.std() * torch.randn_like(truth)
+    large, _ = equation_loss(noisy, batch, layout)
+    assert small.item() < 2e-2
+    assert large.item() > 20 * small.item()
+    assert per_family["heat"] == pytest.approx(small.item())
+
+
+def test_physics_loss_agrees_with_the_data(heat_batch):
+    # Along any direction away from the solver data, the equation loss grows: the data sit at
+    # (near) the minimum of the physics loss, so adding it does not pull the fit off the data.
+    batch, layout = heat_batch
+    truth = batch["fields"].movedim(2, 1).clone().requires_grad_(True)
+    at_truth, _ = equation_loss(truth, batch, layout)
+    (grad,) = torch.autograd.grad(at_truth, truth)
+    torch.manual_seed(3)
+    for _ in range(3):
+        d = torch.randn_like(truth)
+        d[:, :, 0] = 0  # the initial state is given
+        d = d / d.norm() * truth.detach().norm() * 0.02
+        moved, _ = equation_loss(truth.detach() + d, batch, layout)
+        assert moved.item() > at_truth.item()
+        assert abs((grad * d).sum().item()) < moved.item() - at_truth.item()
+
+
+def test_processor_round_trip(heat_batch):
+    batch, layout = heat_batch
+    proc = DataProcessor(layout)
+    x, family = proc.inputs(batch)
+    assert x.shape == (2, layout.in_channels, 9, 17, 17, 1)
+    back = proc.physical(proc.normalised(batch), family)
+    torch.testing.assert_close(back, batch["fields"].movedim(2, 1))
