@@ -66,7 +66,7 @@ class AdvectionDiffusionParams(Parameters):
     velocity_length_scale: float = parameter(
         0.25, 0.1, 0.5, "1", "length scale of the random stream function (2D/3D)"
     )
-    ic_length_scale: float = parameter(0.1, 0.03, 0.5, "1", "length scale ℓ of the initial field")
+    ic_length_scale: float = parameter(0.15, 0.03, 0.5, "1", "length scale ℓ of the initial field")
 
 
 class AdvectionDiffusion(Family):
@@ -224,7 +224,7 @@ def wall_bounded_velocity(
     """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
 
     2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
-    random field of ``length_scale`` times ``Π sin(π x_i)``, which vanishes on the walls, so the
+    random field of ``length_scale`` times ``Π 4 x_i (1 - x_i)``, which vanishes on the walls, so the
     tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
     differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
     of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
@@ -235,7 +235,8 @@ def wall_bounded_velocity(
     """
     if grid.dim == 1:
         return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
-    window = np.prod(np.sin(np.pi * grid.mesh_grid()[: grid.dim]), axis=0)
+    x = grid.mesh_grid()[: grid.dim]
+    window = np.prod(4 * x * (1 - x), axis=0)  # exactly zero on the walls
 
     def d(f: np.ndarray, a: int) -> np.ndarray:
         return np.gradient(f, grid.h, axis=a, edge_order=2)

@@ -117,8 +117,9 @@ def test_corrupt_chunk_stops_the_loader_naming_the_sample(mixed_store, tmp_path)
         list(StoreDataset(url, batch_size=2))
 
 
-# Ray Data's own DataContext() sets its deprecated push-based-shuffle field and warns about it.
-@pytest.mark.filterwarnings("ignore:`use_push_based_shuffle` is deprecated:DeprecationWarning")
+# Ray Data's own DataContext() assigns its deprecated fields (use_push_based_shuffle,
+# use_polars, ...) and warns about them from ray.data.context.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 def test_ray_data_shards_stream_the_same_batches(ray_local, mixed_store):
     from pdeladder.dataset.ray_source import iter_store_batches, read_store
 

@@ -11,7 +11,12 @@ import torch
 from pdeladder.trainer.models import load_model
 from pdeladder.trainer.training.run import train_curriculum
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+pytestmark = [
+    pytest.mark.usefixtures("ray_local"),
+    # Ray Train copies Ray Data's context, whose attribute access warns about its own deprecated
+    # options (use_push_based_shuffle, use_polars); nothing of ours sets them.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+]
 
 
 def test_two_stages_sharded_and_warm_started(tiny, tmp_path):

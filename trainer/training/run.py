@@ -148,7 +148,7 @@ def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
     state = json.loads(Path(checkpoint_dir, STATE_FILE).read_text())
     model = LadderOperator(OperatorConfig.from_json(state["model"]))
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-    dcp.load(tensors, storage_reader=HuggingFaceStorageReader(checkpoint_dir))
+    dcp.load(tensors, storage_reader=HuggingFaceStorageReader(checkpoint_dir), no_dist=True)
     weights = {k.removeprefix("model."): v for k, v in tensors.items()}
     metadata = {
         "stage": state["stage"],

@@ -1,0 +1,118 @@
+"""Generation throughput: samples/s with 1 and 2 Ray actors, and the pipeline's overhead.
+
+The same stage (heat, 2D, 65 x 65, 11 snapshots, 32 samples) is solved
+
+1. in a plain loop in this process: ``family.run`` alone, then ``family.run`` + the store write;
+2. by :func:`pdeladder.curriculum.materialize` with 1 and with 2 actors, into fresh stores.
+
+Steady-state rates use the time between the first and the last finished sample (the actors'
+start-up, mostly importing DOLFINx, is reported apart). Targets: 2 actors >= 1.7x one actor;
+the 1-actor pipeline within 10% of the plain loop (with writes). Run with ``OMP_NUM_THREADS=1``
+on an otherwise idle machine with at least 2 cores::
+
+    python benchmarks/generation.py [--samples 32] [--resolution 65]
+"""
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from mpi4py import MPI  # noqa: E402  (before DOLFINx, which the families import)
+
+from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage  # noqa: E402
+from pdeladder.curriculum.worker import GroupTarget, Solver  # noqa: E402
+from pdeladder.dataset.store import open_store  # noqa: E402
+from pdeladder.solvers import get_family  # noqa: E402
+
+SPEC = """\
+name: bench
+seed: 1
+stages:
+  - name: s
+    families:
+      - family: heat
+        dims: [2]
+        resolutions: [{resolution}]
+        samples: {samples}
+        params:
+          diffusivity: {{low: 0.002, high: 0.05, scale: log}}
+"""
+
+
+def plain_loop(spec, root: Path) -> tuple[float, float]:
+    """Seconds per sample: solver alone, and solver + store write."""
+    (group,) = plan_stage(spec, "s").groups
+    fam = get_family(group.family)
+    samples = list(group.samples())
+    fam.run(fam.Params(**samples[0].params), group.grid, 0, MPI.COMM_SELF)  # compile the forms
+    t0 = time.perf_counter()
+    for s in samples:
+        fam.run(fam.Params(**s.params), s.grid, s.seed, MPI.COMM_SELF)
+    solve = (time.perf_counter() - t0) / len(samples)
+    solver = Solver(open_store(str(root / "loop.zarr"), mode="a"))
+    target = GroupTarget.of(group, spec.name)
+    t0 = time.perf_counter()
+    for s in samples:
+        solver.solve(target, s)
+    return solve, (time.perf_counter() - t0) / len(samples)
+
+
+def pipeline(spec, root: Path, workers: int) -> dict[str, float]:
+    """Steady-state seconds per sample and start-up seconds of one materialize run."""
+    stamps: list[float] = []
+
+    def on_progress(event: ProgressEvent) -> None:
+        stamps.append(time.perf_counter())
+
+    t0 = time.perf_counter()
+    summary = materialize(
+        spec, store_url=str(root / f"w{workers}.zarr"), workers=workers, on_progress=on_progress
+    )
+    assert summary.ok == len(stamps) - 1, "every sample must solve"
+    first, last = stamps[1], stamps[-1]
+    return {
+        "per_sample": (last - first) / (summary.ok - 1),
+        "startup": first - t0,
+        "total": time.perf_counter() - t0,
+    }
+
+
+def main() -> None:
+    import ray
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--resolution", type=int, default=65)
+    args = parser.parse_args()
+    spec = parse_curriculum(SPEC.format(samples=args.samples, resolution=args.resolution))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        solve, solve_write = plain_loop(spec, root)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            one = pipeline(spec, root, 1)
+            two = pipeline(spec, root, 2)
+        finally:
+            ray.shutdown()
+    scaling = one["per_sample"] / two["per_sample"]
+    overhead = one["per_sample"] / solve_write - 1
+    print(f"heat 2D {args.resolution}^2, 11 snapshots, {args.samples} samples")
+    print(f"plain loop, solver only      {1 / solve:7.2f} samples/s")
+    print(f"plain loop, solver + write   {1 / solve_write:7.2f} samples/s")
+    for name, r in (("1 actor ", one), ("2 actors", two)):
+        print(
+            f"pipeline, {name}           {1 / r['per_sample']:7.2f} samples/s steady "
+            f"(start-up {r['startup']:.1f} s, run {r['total']:.1f} s)"
+        )
+    print(f"scaling 2 vs 1 actor         {scaling:7.2f}x  (target >= 1.7x)")
+    print(f"overhead vs loop with writes {overhead:+7.1%}  (target <= 10%)")
+    print(f"overhead vs solver-only loop {one['per_sample'] / solve - 1:+7.1%}")
+
+
+if __name__ == "__main__":
+    main()

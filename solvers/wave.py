@@ -1,0 +1,261 @@
+r"""Scalar wave equation with fixed (Dirichlet) walls.
+
+Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`, as a first-order
+system in the displacement :math:`u` and the velocity :math:`v = \partial_t u`:
+
+.. math::
+    \partial_t u = v, \qquad \partial_t v = c^2 \Delta u + f \quad \text{in } \Omega \times (0, T],
+    \qquad u = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0, \; v(\cdot, 0) = v_0,
+
+with :math:`f = 0` for samples, :math:`u_0 = g\, b`, :math:`g` a Gaussian random field of length
+scale :math:`\ell`, :math:`b = \prod_i 4 x_i (1 - x_i)` a wall bubble, and :math:`v_0 = 0` (a
+plucked start). The energy :math:`\tfrac12 \|v\|^2 + \tfrac12 c^2 \|\nabla u\|^2` is conserved.
+
+Weak form, Crank–Nicolson on the system (Newmark's average acceleration), step :math:`\tau`, P1:
+
+.. math::
+    u^{n+1} - u^n = \tfrac{\tau}{2} (v^{n+1} + v^n), \qquad
+    (v^{n+1} - v^n, \phi) + \tfrac{\tau c^2}{2} (\nabla (u^{n+1} + u^n), \nabla \phi)
+    = \tfrac{\tau}{2} (f^{n+1} + f^n, \phi) \quad \forall \phi \in V_h.
+
+Eliminating :math:`v^{n+1}` leaves one SPD solve per step,
+:math:`(M + \tfrac{\tau^2 c^2}{4} K) u^{n+1} = (M - \tfrac{\tau^2 c^2}{4} K) u^n + \tau M v^n
++ \tfrac{\tau^2}{4}(F^{n+1} + F^n)`, then :math:`v^{n+1} = 2 (u^{n+1} - u^n) / \tau - v^n`. The
+scheme conserves the discrete energy :math:`\tfrac12 (M v, v) + \tfrac12 c^2 (K u, u)` exactly
+(up to the linear solver's tolerance) and is second order in time; all matrices are assembled
+and the solver set up once.
+
+Both :math:`u` and :math:`v` are stored: the state of a second-order equation is the pair, so a
+snapshot of both determines the rest of the trajectory, which :math:`u` alone does not.
+"""
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+import ufl
+from dolfinx import fem
+from dolfinx.fem.petsc import assemble_matrix, assemble_vector, set_bc
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from pdeladder.solvers import stencils
+from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.fem import (
+    GridSampler,
+    boundary_facets,
+    box_mesh,
+    choose_solver,
+    grid_mesh,
+    make_ksp,
+    solve_checked,
+)
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.random_fields import gaussian_random_field
+
+#: Courant number c τ / h of the stored samples' internal steps: Crank–Nicolson is stable for
+#: any step, this keeps its phase error small on the waves the grid resolves.
+COURANT = 0.5
+
+
+class WaveParams(Parameters):
+    wave_speed: float = parameter(1.0, 0.25, 2.0, "1", "wave speed c (unit box, unit time)")
+    ic_length_scale: float = parameter(0.2, 0.05, 0.5, "1", "length scale ℓ of the initial field")
+
+
+class Wave(Family):
+    name = "wave"
+    title = "Wave equation"
+    equation = r"\partial_t^2 u = c^2 \Delta u"
+    dims = (1, 2, 3)
+    Params = WaveParams
+    channels = (Channel("u", "displacement"), Channel("v", "velocity du/dt"))
+    boundary_conditions = "fixed walls (homogeneous Dirichlet) on all walls"
+    difficulty = "wave_speed"
+    t_end = 1.0
+    expected_rate_space = 2.0
+    expected_rate_time = 2.0
+    convergence_plan: ClassVar[dict[str, Any]] = {
+        "space": {"cells": (8, 16, 32), "steps": 8},
+        "time": {"steps": (8, 16, 32), "cells": 32},
+    }
+
+    def solve(
+        self,
+        params: WaveParams,
+        grid: Grid,
+        rng: np.random.Generator,
+        comm: MPI.Comm,
+        stats: SolveStats,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        x = grid.mesh_grid()[: grid.dim]
+        u0 = np.prod(4 * x * (1 - x), axis=0) * gaussian_random_field(
+            grid.shape, params.ic_length_scale, rng
+        )
+        c = params.wave_speed
+        every = max(1, math.ceil(grid.dt * c / (COURANT * grid.h)))
+        steps = every * (grid.snapshots - 1)
+        frames = []
+
+        def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+            sampler.from_grid(u, u0)  # v stays 0
+
+        def keep(n: int, u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+            if n % every == 0:
+                frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
+
+        msh = grid_mesh(comm, grid)
+        solver = run_crank_nicolson(
+            msh, c, grid.t_end / steps, steps, initial=initial, on_step=keep, grid=grid, stats=stats
+        )
+        fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
+        return fields, {
+            "element": "P1",
+            "time_scheme": "Crank-Nicolson on (u, v) (Newmark average acceleration)",
+            "time_step": grid.t_end / steps,
+            "courant_number": c * grid.t_end / steps / grid.h,
+            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+            "linear_solver": solver,
+        }
+
+    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
+        u, v = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z)
+        c = stencils.broadcast_param(params, self.Params.names().index("wave_speed"), u)
+        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
+        v_t = stencils.interior(stencils.time_derivative(v, grid), grid.dim)
+        v_mid = stencils.interior(stencils.time_interior(v), grid.dim)
+        lap = stencils.laplacian(stencils.time_interior(u), grid)
+        return torch.stack([u_t - v_mid, v_t - c**2 * lap], dim=2)  # (B, T-2, 2, X', Y', Z')
+
+    def manufactured_error(
+        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+    ) -> float:
+        # u = g(t) φ(x), φ = Π sin(π x_i) (zero on the walls), f = (g'' + c² d π² g) φ, with
+        # g = 1 + t for the space study (Crank–Nicolson is exact for it) and g = cos(6t) otherwise.
+        c, t_end = 1.0, 1.0
+        if study == "space":
+
+            def g(t: float) -> float:
+                return 1.0 + t
+
+            def dg(t: float) -> float:
+                return 1.0
+
+            def d2g(t: float) -> float:
+                return 0.0
+        else:
+
+            def g(t: float) -> float:
+                return math.cos(6 * t)
+
+            def dg(t: float) -> float:
+                return -6 * math.sin(6 * t)
+
+            def d2g(t: float) -> float:
+                return -36 * math.cos(6 * t)
+
+        msh = box_mesh(comm, dim, cells)
+        x = ufl.SpatialCoordinate(msh)
+        phi = math.prod(ufl.sin(ufl.pi * x[i]) for i in range(dim))
+
+        def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+            points = u.function_space.element.interpolation_points
+            u.interpolate(fem.Expression(g(0.0) * phi, points))
+            v.interpolate(fem.Expression(dg(0.0) * phi, points))
+
+        state = {}
+        run_crank_nicolson(
+            msh,
+            c,
+            t_end / steps,
+            steps,
+            initial=initial,
+            source=(phi, lambda t: d2g(t) + c**2 * dim * math.pi**2 * g(t)),
+            on_step=lambda n, u, v, sampler: state.update(u=u) if n == steps else None,
+        )
+        dx = ufl.dx(metadata={"quadrature_degree": 6})
+        err = fem.form((state["u"] - g(t_end) * phi) ** 2 * dx)
+        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+
+
+def run_crank_nicolson(
+    msh: Any,
+    c: float,
+    tau: float,
+    steps: int,
+    *,
+    initial: Callable[[fem.Function, fem.Function, GridSampler | None], None],
+    on_step: Callable[[int, fem.Function, fem.Function, GridSampler | None], None],
+    grid: Grid | None = None,
+    source: tuple[Any, Callable[[float], float]] | None = None,
+    stats: SolveStats | None = None,
+) -> str:
+    """Crank–Nicolson for the wave equation with fixed walls on ``msh`` (P1).
+
+    Args:
+        c, tau, steps: wave speed, time step, number of steps.
+        initial: sets the initial displacement ``u`` and velocity ``v`` (given the grid sampler
+            when ``grid`` is set); their wall values are then set to zero.
+        on_step: called with ``(n, u, v, sampler)`` after step ``n`` (and ``n = 0`` initially).
+        source: a separable source ``f = s(t) ψ(x)`` as (UFL ``ψ``, callable ``s``).
+        stats: receives dofs, steps, Krylov iterations and solve time.
+
+    Returns the name of the linear solver used.
+    """
+    comm, dim = msh.comm, msh.topology.dim
+    V = fem.functionspace(msh, ("Lagrange", 1))
+    sampler = GridSampler(V, grid) if grid is not None else None
+    walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
+    bcs = [fem.dirichletbc(0.0, walls, V)]
+    u, phi = ufl.TrialFunction(V), ufl.TestFunction(V)
+    quarter = fem.Constant(msh, (tau * c) ** 2 / 4)
+    mass = ufl.inner(u, phi) * ufl.dx
+    stiffness = quarter * ufl.inner(ufl.grad(u), ufl.grad(phi)) * ufl.dx
+    A = assemble_matrix(fem.form(mass + stiffness), bcs=bcs)
+    B = assemble_matrix(fem.form(mass - stiffness))
+    M = assemble_matrix(fem.form(mass))
+    for mat in (A, B, M):
+        mat.assemble()
+    dofs = V.dofmap.index_map.size_global
+    solver = choose_solver("mass", dim, dofs)
+    ksp = make_ksp(comm, A, solver, prefix=f"wave_{id(A)}_")
+    load = None
+    if source is not None:
+        load = assemble_vector(
+            fem.form(ufl.inner(source[0], phi) * ufl.dx(metadata={"quadrature_degree": 4}))
+        )
+        load.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
+
+    uh, vh = fem.Function(V), fem.Function(V)
+    initial(uh, vh, sampler)
+    for f in (uh, vh):
+        f.x.array[walls] = 0.0
+    on_step(0, uh, vh, sampler)
+    b, work = A.createVecRight(), A.createVecRight()
+    t0 = time.perf_counter()
+    iterations = 0
+    try:
+        for n in range(1, steps + 1):
+            # b = (M - τ²c²/4 K) u^n + τ M v^n + τ²/4 (F^{n+1} + F^n)
+            B.mult(uh.x.petsc_vec, b)
+            M.mult(vh.x.petsc_vec, work)
+            b.axpy(tau, work)
+            if load is not None:
+                b.axpy(tau**2 / 4 * (source[1](n * tau) + source[1]((n - 1) * tau)), load)
+            set_bc(b, bcs)
+            u_old = uh.x.array.copy()  # owned and ghost entries
+            iterations += solve_checked(ksp, b, uh.x.petsc_vec)
+            uh.x.scatter_forward()
+            vh.x.array[:] = 2 / tau * (uh.x.array - u_old) - vh.x.array
+            on_step(n, uh, vh, sampler)
+    finally:
+        if stats is not None:
+            stats.dofs, stats.steps = dofs, steps
+            stats.krylov_iterations += iterations
+            stats.solve_s += time.perf_counter() - t0
+        for obj in (ksp, A, B, M, b, work, *(() if load is None else (load,))):
+            obj.destroy()
+    return solver
