@@ -1,9 +1,10 @@
 """Real solver output for the benchmarks: heat-equation trajectories, solved once and cached."""
 
+from mpi4py import MPI  # noqa: F401  (loaded before DOLFINx)
+
 from pathlib import Path
 
 import numpy as np
-from mpi4py import MPI  # noqa: F401  (loaded before DOLFINx)
 from rich.progress import track
 
 from pdeladder.solvers import Sample, get_family

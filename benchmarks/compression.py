@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import zarr
+from _data import heat_samples  # benchmarks/_data.py (the script folder is on sys.path)
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks._data import heat_samples
 from pdeladder.dataset.format import COMPRESSIONS, DEFAULT_COMPRESSION
 
 N, DIM, RESOLUTION, SNAPSHOTS = 8, 2, 129, 21
@@ -62,7 +62,9 @@ def main() -> None:
         table.add_column(col, justify="left" if col == "codec" else "right")
     for r in rows:
         mark = " (default)" if r["codec"] == DEFAULT_COMPRESSION else ""
-        table.add_row(r["codec"] + mark, f"{r['ratio']:.2f}", f"{r['write']:.0f}", f"{r['read']:.0f}")
+        table.add_row(
+            r["codec"] + mark, f"{r['ratio']:.2f}", f"{r['write']:.0f}", f"{r['read']:.0f}"
+        )
     console.print(table)
 
 

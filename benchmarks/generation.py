@@ -22,12 +22,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from mpi4py import MPI  # noqa: E402  (before DOLFINx, which the families import)
+from mpi4py import MPI
 
-from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage  # noqa: E402
-from pdeladder.curriculum.worker import GroupTarget, Solver  # noqa: E402
-from pdeladder.dataset.store import open_store  # noqa: E402
-from pdeladder.solvers import get_family  # noqa: E402
+from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage
+from pdeladder.curriculum.worker import GroupTarget, Solver
+from pdeladder.dataset.store import open_store
+from pdeladder.solvers import get_family
 
 SPEC = """\
 name: bench

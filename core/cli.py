@@ -38,6 +38,11 @@ def _register() -> None:
 
     app.add_typer(flows_cli.app, name="flows")
 
+    from pdeladder.trainer import cli as trainer_cli
+
+    app.command("train")(trainer_cli.train)
+    app.command("evaluate")(trainer_cli.evaluate)
+
 
 _register()
 

@@ -253,17 +253,18 @@ def run_stage(
     from ray.exceptions import RayActorError, RayTaskError
 
     targets = {g.path: GroupTarget.of(g, curriculum) for g in plan.groups}
-    plans: dict[str, GroupPlan] = {g.path: g for g in plan.groups}
+    groups: dict[str, GroupPlan] = {g.path: g for g in plan.groups}
     local = Solver(store)  # the driver's own, to create groups and record lost samples
     summaries = {}
     queue: deque[tuple[str, int]] = deque()
     for g in plan.groups:
         status = local.group(targets[g.path]).status()
         recorded = (status == OK) | ((status == FAILED) & (not retry_failed))
+        grid = g.grid
         summaries[g.path] = GroupSummary(
-            plan.stage, g.path, g.family, g.grid.dim, g.grid.resolution, g.grid.snapshots, g.n,
-            skipped=int(recorded.sum()),
-        )  # fmt: skip
+            plan.stage, g.path, g.family, grid.dim, grid.resolution, grid.snapshots, g.n
+        )
+        summaries[g.path].skipped = int(recorded.sum())
         queue.extend((g.path, int(i)) for i in np.flatnonzero(~recorded))
 
     total, done, failed, dof_steps = len(queue), 0, 0, 0
@@ -271,13 +272,13 @@ def run_stage(
 
     def emit(kind: Literal["stage", "sample"], **kw: Any) -> None:
         if on_progress is not None:
+            skipped = sum(s.skipped for s in summaries.values())
+            elapsed = time.perf_counter() - t0
             on_progress(
                 ProgressEvent(
-                    kind, plan.stage, total, done, failed,
-                    sum(s.skipped for s in summaries.values()), dof_steps,
-                    time.perf_counter() - t0, **kw,
+                    kind, plan.stage, total, done, failed, skipped, dof_steps, elapsed, **kw
                 )
-            )  # fmt: skip
+            )
 
     emit("stage")
     inflight: dict[Any, tuple[int, int, str, int]] = {}  # ref -> actor, generation, group, index
@@ -286,7 +287,7 @@ def run_stage(
     def submit(actor: int) -> None:
         while queue and sum(1 for a, *_ in inflight.values() if a == actor) < IN_FLIGHT:
             path, index = queue.popleft()
-            ref = pool.actors[actor].solve.remote(targets[path], plans[path].sample(index))
+            ref = pool.actors[actor].solve.remote(targets[path], groups[path].sample(index))
             inflight[ref] = (actor, pool.generation[actor], path, index)
 
     for a in range(len(pool.actors)):
@@ -309,18 +310,18 @@ def run_stage(
                     submit(actor)
                     continue
                 reason = f"solver process died ({type(err).__name__})"
-                local.record_failure(targets[path], plans[path].sample(index), reason)
+                local.record_failure(targets[path], groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
             except RayTaskError as err:
                 reason = f"{type(err.cause).__name__}: {err.cause}"[:500]
-                local.record_failure(targets[path], plans[path].sample(index), reason)
+                local.record_failure(targets[path], groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
             done += 1
             summary.solve_s += outcome.wall_s
             if outcome.ok:
                 summary.ok += 1
                 summary.dof_steps += outcome.dof_steps
-                summary.bytes += plans[path].field_bytes // plans[path].n
+                summary.bytes += groups[path].field_bytes // groups[path].n
                 dof_steps += outcome.dof_steps
             else:
                 failed += 1

@@ -33,7 +33,7 @@ COMPRESSIONS: dict[str, tuple[Any, ...]] = {
     "blosc-zstd-bitshuffle": (BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle"),),
     "zstd": (ZstdCodec(level=3),),
 }
-DEFAULT_COMPRESSION = "blosc-lz4"
+DEFAULT_COMPRESSION = "blosc-zstd"
 
 #: Per-sample solver statistics: name -> (dtype, units, long_name). One array ``stats_<name>``.
 SOLVER_STATS: dict[str, tuple[str, str, str]] = {

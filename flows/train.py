@@ -1,10 +1,10 @@
 """The ``train`` flow: train the neural operator along a curriculum, here or as a Ray job.
 
 ``local`` runs :func:`pdeladder.trainer.training.run.train_curriculum` from the flow's process
-(on a local Ray runtime, or joining ``ray_address``); ``ray-job`` submits ``pdeladder train`` to
-a cluster's job server and follows the job. Either way every metrics report becomes a Prefect log
-line and moves a progress artifact; the run ends with a table of each stage's last metrics and a
-markdown artifact with the loss curves.
+(on a local Ray runtime, or joining ``ray_address``); ``ray-job`` submits the same training
+(:mod:`pdeladder.flows.train_job`) to a cluster's job server and follows the job. Either way,
+every metrics report becomes a Prefect log line and moves a progress artifact; the run ends with
+a table of each stage's last metrics and a markdown artifact with the loss curves.
 """
 
 import json
@@ -66,6 +66,9 @@ class TrainRun(CurriculumSource):
         "runs/train",
         description="Folder of metrics, checkpoints and models, on the machine that trains.",
     )
+    retries: int = Field(
+        1, ge=0, le=5, description="Retries of a failed training; each warm-starts from run_dir."
+    )
     timeout_min: int = Field(
         24 * 60, ge=1, le=7 * 24 * 60, description="ray-job: stop the job after this many minutes."
     )
@@ -103,9 +106,9 @@ class MetricsFeed:
 
 
 def train_command(run: TrainRun, curriculum_file: str) -> str:
-    """The ``pdeladder train`` command line a Ray job runs."""
-    args = ["pdeladder", "train", curriculum_file, "--workers", str(run.workers)]
-    args += ["--run-dir", run.run_dir, "--metrics-json"]
+    """The command line a Ray job runs: :mod:`pdeladder.flows.train_job`."""
+    args = ["python", "-m", "pdeladder.flows.train_job", curriculum_file]
+    args += ["--workers", str(run.workers), "--run-dir", run.run_dir]
     if run.store_url:
         args += ["--store", run.store_url]
     for stage in run.stages:
@@ -113,12 +116,7 @@ def train_command(run: TrainRun, curriculum_file: str) -> str:
     return shlex.join(args)
 
 
-@task(
-    retries=1,
-    retry_delay_seconds=exponential_backoff(backoff_factor=30),
-    retry_condition_fn=transient,
-    cache_policy=NO_CACHE,
-)
+@task(retry_condition_fn=transient, cache_policy=NO_CACHE)
 def train_here(spec: Curriculum, run: TrainRun, feed: MetricsFeed) -> dict[str, Any]:
     """Train with Ray Train from this process; a retry warm-starts from the run folder."""
     from pdeladder.trainer.training.run import train_curriculum
@@ -140,24 +138,21 @@ def train_here(spec: Curriculum, run: TrainRun, feed: MetricsFeed) -> dict[str, 
     }
 
 
-@task(
-    retries=1,
-    retry_delay_seconds=exponential_backoff(backoff_factor=30),
-    retry_condition_fn=transient,
-    cache_policy=NO_CACHE,
-)
+@task(retry_condition_fn=transient, cache_policy=NO_CACHE)
 def train_as_ray_job(run: TrainRun, feed: MetricsFeed) -> dict[str, Any]:
-    """Submit ``pdeladder train`` as a Ray job and follow it; its JSON lines are the metrics."""
+    """Submit the training as a Ray job and follow it; its JSON lines are the metrics."""
     logger = get_run_logger()
     if not run.ray_address:
         raise UserInputError("mode ray-job needs ray_address, the job server's http:// URL")
     result: dict[str, Any] = {}
+    last: list[str] = [""]  # the last plain log line, for the error message
 
     def on_line(line: str) -> None:
         try:
             record = json.loads(line)
         except ValueError:
             logger.info("%s", line)
+            last[0] = line.strip() or last[0]
             return
         if isinstance(record, dict) and "checkpoint" in record:
             result.update(record)
@@ -176,7 +171,7 @@ def train_as_ray_job(run: TrainRun, feed: MetricsFeed) -> dict[str, Any]:
     logger.info("Ray job %s submitted to %s", job_id, run.ray_address)
     status = ray_job.follow(run.ray_address, job_id, on_line, timeout_s=run.timeout_min * 60)
     if status != "SUCCEEDED" or "checkpoint" not in result:
-        raise ServiceError(f"Ray job {job_id} ended {status} without a trained model")
+        raise ServiceError(f"Ray job {job_id} ended {status} without a trained model: {last[0]}")
     return result
 
 
@@ -188,10 +183,11 @@ def train(run: TrainRun) -> dict[str, Any]:
     for name in stages:
         spec.stage(name)  # an unknown stage fails here, naming the available ones
     feed = MetricsFeed(spec, stages, get_run_logger().info)
+    retrying = {"retries": run.retries, "retry_delay_seconds": exponential_backoff(30)}
     if run.mode == TrainMode.ray_job:
-        result = train_as_ray_job(run, feed)
+        result = train_as_ray_job.with_options(**retrying)(run, feed)
     else:
-        result = train_here(spec, run, feed)
+        result = train_here.with_options(**retrying)(spec, run, feed)
     create_table_artifact(
         feed.last_per_stage(), key="train-metrics", description=f"{spec.name}: last metrics"
     )

@@ -9,7 +9,7 @@ Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
 with :math:`\nabla u \cdot n = \nabla v \cdot n = 0` on :math:`\partial\Omega`, and
 :math:`f_u = f_v = 0` for samples. The initial state is the trivial steady state :math:`u = 1`,
 :math:`v = 0` perturbed in a few seeded Gaussian spots (:math:`u \to 1 - g/2`,
-:math:`v \to g/4`, :math:`0 \le g \le 1`, with 10 % multiplicative noise); for :math:`(F, k)` in
+:math:`v \to g/4`, :math:`0 \le g \le 1`, radii drawn per spot); for :math:`(F, k)` in
 the pattern-forming range these spots split, spread and settle into spots or stripes.
 
 Weak form, IMEX Euler with step :math:`\tau` (diffusion implicit, reaction explicit), lumped
@@ -198,20 +198,21 @@ class GrayScott(Family):
 def seeded_spots(
     grid: Grid, size: float, count: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The initial state: ``u = 1, v = 0`` perturbed in ``count`` Gaussian spots of standard
-    deviation ``size`` centred in the middle 60 % of the box, with 10 % multiplicative noise.
+    """The initial state: ``u = 1, v = 0`` perturbed in ``count`` Gaussian spots centred in the
+    middle 60 % of the box, each with a standard deviation within 30 % of ``size``: with ``g`` the
+    largest spot profile at a point (peak 1), ``u = 1 - g / 2`` and ``v = g / 4``.
 
     Returns:
         ``(u0, v0)``, float64 ``(X, Y, Z)`` each, with values in ``[0, 1]``.
     """
     x = grid.mesh_grid()[: grid.dim]  # (dim, X, Y, Z)
-    centres = rng.uniform(0.2, 0.8, size=(count, grid.dim))
     spots = np.zeros(grid.shape)
-    for c in centres:
-        r2 = sum((x[a] - c[a]) ** 2 for a in range(grid.dim))
-        spots = np.maximum(spots, np.exp(-0.5 * r2 / size**2))
-    noise = rng.uniform(0.9, 1.1, size=(2, *grid.shape))
-    return 1.0 - 0.5 * spots * noise[0], 0.25 * spots * noise[1]
+    for _ in range(count):
+        centre = rng.uniform(0.2, 0.8, size=grid.dim)
+        radius = size * rng.uniform(0.7, 1.3)
+        r2 = sum((x[a] - centre[a]) ** 2 for a in range(grid.dim))
+        spots = np.maximum(spots, np.exp(-0.5 * r2 / radius**2))
+    return 1.0 - 0.5 * spots, 0.25 * spots
 
 
 def run_imex_euler(

@@ -29,6 +29,8 @@ Both :math:`u` and :math:`v` are stored: the state of a second-order equation is
 snapshot of both determines the rest of the trajectory, which :math:`u` alone does not.
 """
 
+from mpi4py import MPI
+
 import math
 import time
 from collections.abc import Callable
@@ -39,7 +41,6 @@ import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector, set_bc
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from pdeladder.solvers import stencils
@@ -162,9 +163,9 @@ class Wave(Family):
         phi = math.prod(ufl.sin(ufl.pi * x[i]) for i in range(dim))
 
         def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-            points = u.function_space.element.interpolation_points
-            u.interpolate(fem.Expression(g(0.0) * phi, points))
-            v.interpolate(fem.Expression(dg(0.0) * phi, points))
+            u.interpolate(fem.Expression(phi, u.function_space.element.interpolation_points))
+            v.x.array[:] = dg(0.0) * u.x.array
+            u.x.array[:] *= g(0.0)
 
         state = {}
         run_crank_nicolson(

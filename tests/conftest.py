@@ -23,6 +23,7 @@ def ray_local() -> Iterator[None]:
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
+        _node_ip_address="127.0.0.1",
         runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
     )
     yield

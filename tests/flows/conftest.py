@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -41,10 +43,45 @@ stages:
 
 
 @pytest.fixture
+def tiny_yaml() -> str:
+    return TINY
+
+
+@pytest.fixture
+def artifacts() -> Callable[[UUID], dict[str, Any]]:
+    """Artifacts of a flow run by key, read back from the server."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    def read(flow_run_id: UUID) -> dict[str, Any]:
+        with get_client(sync_client=True) as client:
+            found = client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+                )
+            )
+        return {a.key: a for a in found}
+
+    return read
+
+
+@pytest.fixture
 def tiny_spec(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory: pytest.TempPathFactory, ray_local: None) -> str:
+    """A store with the tiny curriculum's first stage solved (on the session's Ray runtime)."""
+    from pdeladder.curriculum.loader import parse_curriculum
+    from pdeladder.curriculum.materialize import materialize
+
+    url = str(tmp_path_factory.mktemp("tiny") / "store.zarr")
+    summary = materialize(parse_curriculum(TINY), stages=["first"], store_url=url, workers=2)
+    assert summary.ok == 3, summary.to_dict()
+    return url
 
 
 def free_port() -> int:
@@ -64,7 +101,11 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ray = str(Path(sys.executable).parent / "ray")
     port, dashboard = free_port(), free_port()
     temp = tmp_path_factory.mktemp("ray")
-    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    env = os.environ | {
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # jobs' python
+    }
     cmd = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
            f"--dashboard-port={dashboard}", "--num-cpus=2", f"--temp-dir={temp}",

@@ -4,25 +4,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
 from pdeladder.dataset.store import OK, open_store
 from pdeladder.errors import UnknownNameError
 from pdeladder.flows.data_campaign import Campaign, data_campaign
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
+pytestmark = pytest.mark.usefixtures("prefect_server", "ray_local")
 
 
-def artifacts_of(flow_run_id) -> dict:
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
-        )
-    return {a.key: a for a in found}
-
-
-def test_campaign_fills_the_store_publishes_artifacts_and_resumes(tiny_spec: Path, tmp_path: Path):
+def test_campaign_fills_the_store_publishes_artifacts_and_resumes(
+    tiny_spec: Path, tmp_path: Path, artifacts
+):
     store_url = str(tmp_path / "store.zarr")
     campaign = Campaign(curriculum=str(tiny_spec), stages=["first"], store_url=store_url)
     state = data_campaign(campaign, return_state=True)
@@ -34,7 +26,7 @@ def test_campaign_fills_the_store_publishes_artifacts_and_resumes(tiny_spec: Pat
     assert (group.status() == OK).all()
     assert np.isfinite(group.read(2)).all()
 
-    arts = artifacts_of(state.state_details.flow_run_id)
+    arts = artifacts(state.state_details.flow_run_id)
     assert float(arts["data-campaign-progress"].data) == pytest.approx(100.0)
     table = arts["data-campaign-summary"].data
     assert row["group"] in table and '"ok": 3' in table

@@ -15,13 +15,11 @@ from pdeladder.solvers.testing import FamilyContract
 
 class TestAllenCahn(FamilyContract):
     family = "allen_cahn"
-    # Snapshots close enough in time to resolve the early phase separation in the residual check.
-    sample_size = (17, 17)
     studies = {  # noqa: RUF012
         (1, "space"): (None, None),
-        (1, "time"): (None, 64),
+        (1, "time"): (None, None),
         (2, "space"): (None, None),
-        (2, "time"): (None, 24),
+        (2, "time"): (None, None),
     }
 
 

@@ -19,8 +19,11 @@ from pdeladder.solvers.testing import FamilyContract
 
 class TestNavierStokes(FamilyContract):
     family = "navier_stokes"
+    # Snapshots 1/8 apart (1/16 at the finer level): the vortices' fastest time scale is about
+    # 0.1, and the residual's central time differences must resolve it.
+    sample_size = (17, 9)
     studies = {  # noqa: RUF012
-        (2, "space"): ((4, 8, 16), None),
+        (2, "space"): (None, None),
         (2, "time"): (None, None),
         (3, "space"): ((3, 6), None),
         (3, "time"): (None, 2),

@@ -8,6 +8,7 @@ import signal
 import pytest
 import torch
 
+from pdeladder.trainer import evaluate_checkpoint
 from pdeladder.trainer.models import load_model
 from pdeladder.trainer.training.run import train_curriculum
 
@@ -46,6 +47,15 @@ def test_two_stages_sharded_and_warm_started(tiny, tmp_path):
     model, meta = load_model(result.checkpoint)
     assert meta["stage"] == "s2" and meta["step"] == 4
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+    report = evaluate_checkpoint(result.stages["s1"], url, tmp_path / "eval")
+    kinds = {path: r["kind"] for path, r in report["groups"].items()}
+    assert kinds == {"s1/heat/1d_n17_t6": "held_out", "s2/heat/1d_n33_t6": "other_resolution"}
+    for r in report["groups"].values():
+        assert 0 < r["nrmse"] < 2 and r["residual_of_data"] < r["residual"]
+        assert set(r["rmse_bands"]["u"]) == {"low", "mid", "high"}
+    assert (tmp_path / "eval" / "report.md").read_text().startswith("# Evaluation")
+    assert (tmp_path / "eval" / "s1__heat__1d_n17_t6.png").stat().st_size > 0
 
 
 def test_a_killed_worker_resumes_from_its_last_checkpoint(tiny, tmp_path):

@@ -251,6 +251,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                         "model": model.config.to_json(),
                         "model_class": LadderOperator.name,
                         "layout": layout.to_json(),
+                        "paths": cfg["paths"],
                         "scores": scores,
                         "metrics": metrics,
                     }

@@ -12,6 +12,7 @@ Outputs under ``run_dir``::
 import json
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,12 +149,15 @@ def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
     state = json.loads(Path(checkpoint_dir, STATE_FILE).read_text())
     model = LadderOperator(OperatorConfig.from_json(state["model"]))
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-    dcp.load(tensors, storage_reader=HuggingFaceStorageReader(checkpoint_dir), no_dist=True)
+    with warnings.catch_warnings():  # loading in one process without a process group is the intent
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.load(tensors, storage_reader=HuggingFaceStorageReader(checkpoint_dir), no_dist=True)
     weights = {k.removeprefix("model."): v for k, v in tensors.items()}
     metadata = {
         "stage": state["stage"],
         "step": state["step"],
         "layout": state["layout"],
+        "paths": state["paths"],
         "scores": state.get("scores", {}),
         "metrics": state.get("metrics", {}),
         **extra,
