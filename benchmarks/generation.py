@@ -25,7 +25,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from mpi4py import MPI
 
 from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage
-from pdeladder.curriculum.worker import GroupTarget, Solver
+from pdeladder.curriculum.worker import Solver, create_group
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers import get_family
 
@@ -54,11 +54,12 @@ def plain_loop(spec, root: Path) -> tuple[float, float]:
     for s in samples:
         fam.run(fam.Params(**s.params), s.grid, s.seed, MPI.COMM_SELF)
     solve = (time.perf_counter() - t0) / len(samples)
-    solver = Solver(open_store(str(root / "loop.zarr"), mode="a"))
-    target = GroupTarget.of(group, spec.name)
+    store = open_store(str(root / "loop.zarr"), mode="a")
+    create_group(store, group, spec.name)
+    solver = Solver(store)
     t0 = time.perf_counter()
     for s in samples:
-        solver.solve(target, s)
+        solver.solve(group.path, s)
     return solve, (time.perf_counter() - t0) / len(samples)
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import fsspec
 import numpy as np
 
 from pdeladder.curriculum.loader import load_curriculum
@@ -28,7 +29,7 @@ from pdeladder.curriculum.lock import StageLock
 from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.curriculum.weights import Weights, load_weights
-from pdeladder.curriculum.worker import GroupTarget, Outcome, Solver, solver_actor
+from pdeladder.curriculum.worker import Outcome, Solver, create_group, solver_actor
 from pdeladder.dataset.store import FAILED, OK, open_store
 from pdeladder.errors import UserInputError
 
@@ -190,6 +191,11 @@ def materialize(
         raise UserInputError(
             f"curriculum {spec.name!r} names no store: pass --store URL (store_url=...)"
         )
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol == "memory":
+        raise UserInputError(f"{url}: memory:// stores do not cross processes; use a path or s3://")
+    if protocol in (None, "file"):
+        url = os.path.abspath(path)  # the actors' working directory may differ from ours
     names = [s.name for s in spec.stages] if stages is None else list(stages)
     w = load_weights(weights)
     plans = [plan_stage(spec, spec.stage(name), w) for name in names]  # validates before writing
@@ -252,13 +258,12 @@ def run_stage(
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    targets = {g.path: GroupTarget.of(g, curriculum) for g in plan.groups}
     groups: dict[str, GroupPlan] = {g.path: g for g in plan.groups}
-    local = Solver(store)  # the driver's own, to create groups and record lost samples
+    local = Solver(store)  # the driver's own, to record lost samples
     summaries = {}
     queue: deque[tuple[str, int]] = deque()
     for g in plan.groups:
-        status = local.group(targets[g.path]).status()
+        status = create_group(store, g, curriculum).status()
         recorded = (status == OK) | ((status == FAILED) & (not retry_failed))
         grid = g.grid
         summaries[g.path] = GroupSummary(
@@ -287,7 +292,7 @@ def run_stage(
     def submit(actor: int) -> None:
         while queue and sum(1 for a, *_ in inflight.values() if a == actor) < IN_FLIGHT:
             path, index = queue.popleft()
-            ref = pool.actors[actor].solve.remote(targets[path], groups[path].sample(index))
+            ref = pool.actors[actor].solve.remote(path, groups[path].sample(index))
             inflight[ref] = (actor, pool.generation[actor], path, index)
 
     for a in range(len(pool.actors)):
@@ -310,11 +315,11 @@ def run_stage(
                     submit(actor)
                     continue
                 reason = f"solver process died ({type(err).__name__})"
-                local.record_failure(targets[path], groups[path].sample(index), reason)
+                local.record_failure(path, groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
             except RayTaskError as err:
                 reason = f"{type(err.cause).__name__}: {err.cause}"[:500]
-                local.record_failure(targets[path], groups[path].sample(index), reason)
+                local.record_failure(path, groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
             done += 1
             summary.solve_s += outcome.wall_s

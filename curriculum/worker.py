@@ -15,31 +15,11 @@ from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 
 
-@dataclass(frozen=True)
-class GroupTarget:
-    """What a worker needs to open a group: the arguments of ``Store.require_group``."""
-
-    stage: str
-    family: str
-    dim: int
-    resolution: int
-    snapshots: int
-    t_end: float
-    n_samples: int
-    attrs: dict[str, Any]
-
-    @classmethod
-    def of(cls, plan: GroupPlan, curriculum: str) -> "GroupTarget":
-        g = plan.grid
-        attrs = {"config_hash": plan.config_hash, "curriculum": curriculum}
-        return cls(
-            plan.stage, plan.family, g.dim, g.resolution, g.snapshots, g.t_end, plan.n, attrs
-        )
-
-    def open(self, store: Store) -> Group:
-        fam = get_family(self.family)
-        grid = fam.grid(self.dim, self.resolution, self.snapshots, self.t_end)
-        return store.require_group(self.stage, fam, grid, self.n_samples, self.attrs)
+def create_group(store: Store, plan: GroupPlan, curriculum: str) -> Group:
+    """Create (or reopen, if identical) the store group of ``plan``; the driver does this before
+    any worker writes, so workers only open existing groups."""
+    attrs = {"config_hash": plan.config_hash, "curriculum": curriculum}
+    return store.require_group(plan.stage, get_family(plan.family), plan.grid, plan.n, attrs)
 
 
 @dataclass(frozen=True)
@@ -67,16 +47,16 @@ class Solver:
 
     def __init__(self, store: Store | str):
         self.store = open_store(store, mode="a") if isinstance(store, str) else store
-        self.groups: dict[tuple, Group] = {}
+        self.groups: dict[str, Group] = {}
 
-    def group(self, target: GroupTarget) -> Group:
-        key = target.stage, target.family, target.dim, target.resolution, target.snapshots
-        if key not in self.groups:
-            self.groups[key] = target.open(self.store)
-        return self.groups[key]
+    def group(self, path: str) -> Group:
+        if path not in self.groups:
+            self.groups[path] = self.store.group(path)
+        return self.groups[path]
 
-    def solve(self, target: GroupTarget, spec: SampleSpec) -> Outcome:
-        group = self.group(target)
+    def solve(self, path: str, spec: SampleSpec) -> Outcome:
+        """Solve ``spec`` and write it into the existing group at ``path``."""
+        group = self.group(path)
         fam = get_family(spec.family)
         sample = fam.run(fam.Params(**spec.params), spec.grid, spec.seed, MPI.COMM_SELF)
         group.write(spec.index, sample)
@@ -85,9 +65,9 @@ class Solver:
             group.path, spec.index, sample.ok, s.reason, s.dofs * s.steps, s.wall_s, os.getpid()
         )
 
-    def record_failure(self, target: GroupTarget, spec: SampleSpec, reason: str) -> None:
+    def record_failure(self, path: str, spec: SampleSpec, reason: str) -> None:
         """Record ``spec`` as failed with ``reason`` (when its worker could not)."""
-        self.group(target).write(spec.index, failed_sample(spec, reason))
+        self.group(path).write(spec.index, failed_sample(spec, reason))
 
 
 def solver_actor(max_restarts: int = 2, max_task_retries: int = 1) -> Any:

@@ -23,6 +23,9 @@ def serve(
     limit: Annotated[
         int, typer.Option(min=1, help="Flow runs executed at the same time by this process.")
     ] = 1,
+    startup_timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds to wait for the local server to answer.")
+    ] = 300,
 ) -> None:
     """Serve the deployments until interrupted.
 
@@ -37,7 +40,11 @@ def serve(
     from pdeladder.flows.server import local_server
 
     configured = os.environ.get("PREFECT_API_URL")
-    with nullcontext(configured) if configured else local_server(host, port) as api_url:
+    with (
+        nullcontext(configured)
+        if configured
+        else local_server(host, port, startup_timeout) as api_url
+    ):
         os.environ["PREFECT_API_URL"] = api_url  # flow-run processes report to the same server
         with temporary_settings({PREFECT_API_URL: api_url}):
             with get_client(sync_client=True) as client:

@@ -47,7 +47,10 @@ def local_server(
         pass
     else:
         raise ServiceError(f"port {port} on {host} is already in use; pass another --port")
-    env = os.environ | {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = os.environ | {
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_API_URL": api_url,  # the UI's pages call this API (default: port 4200)
+    }
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
     with tempfile.TemporaryFile("w+") as log:

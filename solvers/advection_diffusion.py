@@ -112,10 +112,9 @@ class AdvectionDiffusion(Family):
         GridSampler(b.function_space, grid).from_grid(b, velocity)
         # Internal steps: at most Courant number COURANT and at least one per grid spacing of time.
         top_speed = float(np.sqrt(np.sum(velocity**2, axis=0)).max())
-        snap = grid.t_end / (grid.snapshots - 1)
         every = max(
             math.ceil(grid.cells / (grid.snapshots - 1)),
-            math.ceil(top_speed * snap / (COURANT * grid.h)),
+            math.ceil(top_speed * grid.dt / (COURANT * grid.h)),
         )
         steps = every * (grid.snapshots - 1)
         frames = []
@@ -283,19 +282,21 @@ def run_supg_crank_nicolson(
     V = fem.functionspace(msh, ("Lagrange", 1))
     sampler = GridSampler(V, grid) if grid is not None else None
     u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+    # Constants, not floats, so that one compiled form serves every ε and τ.
+    eps_c, half_tau = fem.Constant(msh, eps), fem.Constant(msh, 0.5 * tau)
     h = ufl.CellDiameter(msh)
-    delta = 1.0 / ufl.sqrt((2 * ufl.sqrt(ufl.dot(b, b)) / h) ** 2 + 9 * (4 * eps / h**2) ** 2)
+    delta = 1.0 / ufl.sqrt((2 * ufl.sqrt(ufl.dot(b, b)) / h) ** 2 + 9 * (4 * eps_c / h**2) ** 2)
     w = v + delta * ufl.dot(b, ufl.grad(v))
     dx, ds = ufl.dx(metadata=QUADRATURE), ufl.ds(metadata=QUADRATURE)
     mass = ufl.inner(u, w) * dx
     operator = (
         -ufl.inner(u * b, ufl.grad(v)) * dx
-        + eps * ufl.inner(ufl.grad(u), ufl.grad(v)) * dx
+        + eps_c * ufl.inner(ufl.grad(u), ufl.grad(v)) * dx
         + ufl.div(b * u) * delta * ufl.dot(b, ufl.grad(v)) * dx
     )
-    A = assemble_matrix(fem.form(mass + 0.5 * tau * operator))
+    A = assemble_matrix(fem.form(mass + half_tau * operator))
     A.assemble()
-    B = assemble_matrix(fem.form(mass - 0.5 * tau * operator))
+    B = assemble_matrix(fem.form(mass - half_tau * operator))
     B.assemble()
     dofs = V.dofmap.index_map.size_global
     solver = choose_solver("nonsymmetric", msh.topology.dim, dofs)

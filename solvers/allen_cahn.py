@@ -178,7 +178,12 @@ class LumpedDiffusion:
         msh = V.mesh
         u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
         lumped = ufl.dx(metadata=VERTEX_QUADRATURE)
-        a = sigma * ufl.inner(u, v) * lumped + kappa * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
+        # Constants, not floats, so that one compiled form serves every σ and κ.
+        sigma_c, kappa_c = fem.Constant(msh, sigma), fem.Constant(msh, kappa)
+        a = (
+            sigma_c * ufl.inner(u, v) * lumped
+            + kappa_c * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
+        )
         self.A = assemble_matrix(fem.form(a))
         self.A.assemble()
         m = assemble_vector(fem.form(v * lumped))

@@ -52,8 +52,8 @@ TAU_MAX = 0.5
 
 
 class GrayScottParams(Parameters):
-    feed: float = parameter(0.04, 0.025, 0.06, "1", "feed rate F (per unit time)")
-    kill: float = parameter(0.06, 0.05, 0.065, "1", "kill rate k (per unit time)")
+    feed: float = parameter(0.04, 0.025, 0.05, "1", "feed rate F (per unit time)")
+    kill: float = parameter(0.06, 0.05, 0.062, "1", "kill rate k (per unit time)")
     diffusivity_u: float = parameter(1e-4, 4e-5, 4e-4, "1", "diffusivity D_u of u (unit box)")
     diffusivity_v: float = parameter(5e-5, 2e-5, 2e-4, "1", "diffusivity D_v of v (unit box)")
     perturbation_size: float = parameter(

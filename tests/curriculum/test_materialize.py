@@ -13,9 +13,9 @@ import pytest
 
 from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage
 from pdeladder.curriculum.lock import StageLock
-from pdeladder.curriculum.worker import GroupTarget, Solver
+from pdeladder.curriculum.worker import Solver, create_group
 from pdeladder.dataset.store import FAILED, OK, open_store
-from pdeladder.errors import StoreError
+from pdeladder.errors import StoreError, UnknownNameError, UserInputError
 from pdeladder.solvers import get_family
 
 SPEC = """\
@@ -114,8 +114,9 @@ def test_recorded_failures_are_skipped_unless_retried(
 ) -> None:
     spec, url = parse_curriculum(SPEC), str(tmp_path / "store.zarr")
     plan = plan_stage(spec, "s0").groups[0]
-    solver = Solver(open_store(url, mode="a"))
-    solver.record_failure(GroupTarget.of(plan, spec.name), plan.sample(2), "diverged")
+    store = open_store(url, mode="a")
+    create_group(store, plan, spec.name)
+    Solver(store).record_failure(plan.path, plan.sample(2), "diverged")
     summary = materialize(spec, store_url=url, workers=2)
     assert (summary.ok, summary.skipped) == (15, 1)
     group = open_store(url).group(plan.path)
@@ -149,3 +150,21 @@ def test_stale_locks_are_taken_over(tmp_path: Path) -> None:
     )
     with StageLock(url, "s0", stale_after=60) as taken:
         assert taken.read()["token"] == taken.token
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"store_url": "memory://x"}, UserInputError, "do not cross processes"),
+        ({"store_url": None}, UserInputError, "names no store: pass --store"),
+        ({"workers": 0}, UserInputError, "workers must be at least 1"),
+        ({"stages": ["s9"]}, UnknownNameError, "no stage 's9'; available: s0"),
+    ],
+)
+def test_bad_input_fails_before_writing(
+    tmp_path: Path, kwargs: dict, error: type, words: str
+) -> None:
+    args = {"store_url": str(tmp_path / "store.zarr"), **kwargs}
+    with pytest.raises(error, match=words):
+        materialize(parse_curriculum(SPEC), **args)
+    assert not list(tmp_path.iterdir())

@@ -25,7 +25,8 @@ class TestGrayScott(FamilyContract):
 
 
 @pytest.mark.parametrize(
-    ("dim", "feed", "kill"), [(1, 0.025, 0.05), (2, 0.04, 0.06), (2, 0.06, 0.065)]
+    ("dim", "feed", "kill"),
+    [(1, 0.025, 0.05), (2, 0.025, 0.062), (2, 0.05, 0.062), (2, 0.05, 0.05)],
 )
 def test_concentrations_stay_in_unit_interval_and_spots_spread(dim, feed, kill):
     fam = get_family("gray_scott")
