@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 1, as data.
+"""The pdeladder store format, version 2, as data.
 
 The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
 the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
@@ -15,7 +15,9 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from pdeladder.errors import FormatError
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this code reads. Version 1 kept one array per solver statistic (``stats_<name>``).
+OLDEST_READABLE_VERSION = 2
 
 #: ``status`` values. A sample is present only if its status is OK.
 MISSING, OK, FAILED = 0, 1, 2
@@ -35,7 +37,10 @@ COMPRESSIONS: dict[str, tuple[Any, ...]] = {
 }
 DEFAULT_COMPRESSION = "blosc-zstd"
 
-#: Per-sample solver statistics: name -> (dtype, units, long_name). One array ``stats_<name>``.
+#: Per-sample solver statistics: name -> (dtype of the value, units, long_name). They are the
+#: columns of one float64 array ``stats (N, S)`` (integers up to 2**53 are exact in float64),
+#: named by the coordinate ``stat``; one array instead of one per statistic keeps a sample's
+#: write to a few chunk writes.
 SOLVER_STATS: dict[str, tuple[str, str, str]] = {
     "dofs": ("int64", "1", "degrees of freedom of the discrete problem"),
     "steps": ("int64", "1", "time steps taken"),
@@ -114,6 +119,11 @@ def check_version(attrs: dict[str, Any], where: str) -> None:
     version = attrs.get("format_version")
     if not isinstance(version, int) or version < 1:
         raise FormatError(f"{where}: unknown format version {version!r}")
+    if version < OLDEST_READABLE_VERSION:
+        raise FormatError(
+            f"{where}: format version {version} is older than this pdeladder reads "
+            f"({OLDEST_READABLE_VERSION}..{FORMAT_VERSION}); regenerate the store"
+        )
     if version > FORMAT_VERSION:
         raise FormatError(
             f"{where}: format version {version} is newer than this pdeladder reads "
@@ -124,6 +134,7 @@ def check_version(attrs: dict[str, Any], where: str) -> None:
 def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     """The arrays of a group with attributes ``meta`` holding ``n`` samples, coordinates first."""
     T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
+    S = len(SOLVER_STATS)
     X, Y, Z = spatial_shape(meta)
     chan_units = [c["units"] for c in meta["channels"]]
     coords = [
@@ -135,6 +146,7 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
         ArraySpec(
             "parameter", (P,), ("parameter",), "str", (P,), {"long_name": "parameter name"}, ""
         ),
+        ArraySpec("stat", (S,), ("stat",), "str", (S,), {"long_name": "solver statistic"}, ""),
     ]
     per_sample = [
         ArraySpec(
@@ -200,22 +212,30 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
             {"long_name": "solver provenance (JSON): element, time step, mesh, solver"},
             "",
         ),
-    ]
-    stats = [
         ArraySpec(
-            f"stats_{name}", (n,), ("sample",), dtype, (1,), {"long_name": long, "units": units}
-        )
-        for name, (dtype, units, long) in SOLVER_STATS.items()
+            "stats",
+            (n, S),
+            ("sample", "stat"),
+            "float64",
+            (1, S),
+            {
+                "long_name": "solver statistics",
+                "units": [units for _, units, _ in SOLVER_STATS.values()],
+                "stat_long_names": [long for _, _, long in SOLVER_STATS.values()],
+            },
+            float("nan"),
+        ),
     ]
-    return coords + per_sample + stats
+    return coords + per_sample
 
 
 def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Values of the coordinate arrays ``t, x, y, z, channel, parameter``."""
+    """Values of the coordinate arrays ``t, x, y, z, channel, parameter, stat``."""
     T, t_end = meta["snapshots"], float(meta["t_end"])
     out = {"t": np.linspace(0.0, t_end, T) if T > 1 else np.zeros(1)}
     for name, n in zip("xyz", spatial_shape(meta), strict=True):
         out[name] = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
     out["channel"] = np.array([c["name"] for c in meta["channels"]], dtype=object)
     out["parameter"] = np.array([p["name"] for p in meta["parameters"]], dtype=object)
+    out["stat"] = np.array(list(SOLVER_STATS), dtype=object)
     return out

@@ -11,10 +11,15 @@ import numpy as np
 
 def sample_moments(fields: np.ndarray) -> np.ndarray:
     """``(C, 3)`` float64 ``(count, mean, M2)`` per channel of one ``(T, C, X, Y, Z)`` sample."""
-    x = np.moveaxis(np.asarray(fields, dtype=np.float64), 1, 0).reshape(fields.shape[1], -1)
-    mean = x.mean(axis=1)
-    m2 = ((x - mean[:, None]) ** 2).sum(axis=1)
-    return np.stack([np.full_like(mean, x.shape[1]), mean, m2], axis=1)
+    fields = np.asarray(fields)
+    count = fields.size // fields.shape[1]
+    out = np.empty((fields.shape[1], 3))
+    for c in range(fields.shape[1]):
+        x = fields[:, c].astype(np.float64).ravel()  # one float64 copy of the channel
+        mean = x.mean()
+        x -= mean
+        out[c] = count, mean, np.dot(x, x)  # M2 = sum of squared deviations (BLAS, no GIL)
+    return out
 
 
 def merge_moments(parts: np.ndarray) -> np.ndarray:

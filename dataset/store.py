@@ -15,12 +15,20 @@ Example::
     group = store.require_group("stage0", get_family("heat"), grid, n_samples=64)
     group.write(3, sample)
     fields = group.read(3)  # float32 (T, C, X, Y, Z)
+
+Speed: a sample's writes (fields, params, seed, stats, provenance, reason, checksum, moments)
+are issued together through zarr's asynchronous API, in one request to zarr's event loop,
+and its status after all of them have completed; its checksum and moments are computed in a
+thread while the fields are being encoded. :func:`read_samples` reads several samples, of any
+groups of one store, the same way, so that their chunks are fetched and decoded in parallel.
 """
 
+import asyncio
 import json
 import os
 import uuid
 import zlib
+from collections.abc import Coroutine, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +37,7 @@ import fsspec
 import numpy as np
 import zarr
 import zarr.errors
+from zarr.core.sync import sync as _zarr_sync
 from zarr.storage import FsspecStore, LocalStore
 
 from pdeladder.dataset import format as fmt
@@ -39,10 +48,35 @@ from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers.family import Family, Sample
 from pdeladder.solvers.grid import Grid
 
-__all__ = ["FAILED", "MISSING", "OK", "STATUS_NAMES", "Group", "Store", "open_store"]
+__all__ = [
+    "FAILED",
+    "MISSING",
+    "OK",
+    "STATUS_NAMES",
+    "Group",
+    "Store",
+    "open_store",
+    "read_samples",
+]
 
 ROOT_ATTRS = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION}
 _ARRAY_CONFIG = {"write_empty_chunks": True}  # a written sample always has its chunks on disk
+
+
+def _run[T](coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on zarr's own event loop (where its stores' connections live), from any
+    thread but that loop's; one round trip however many requests the coroutine gathers."""
+    return _zarr_sync(coro)
+
+
+async def _gather(*aws: Any) -> list[Any]:
+    """``asyncio.gather`` that lets every awaitable finish before raising the first error, so
+    that nothing of a failed batch is still being written when the caller hears of it."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
 
 
 def _protocol(url: str) -> tuple[str, str]:
@@ -241,18 +275,24 @@ class Store:
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
         n = 0 if n_samples is None else n_samples
-        for spec in fmt.layout(meta, n):
-            _require_array(node, spec, meta)
-        return Group(self, path, node)
+        specs = fmt.layout(meta, n)
+        try:
+            arrays = _run(
+                _gather(*(_require_array(node.async_group, spec, meta) for spec in specs))
+            )
+        except Exception as err:
+            raise StoreError(f"{self.url}: cannot create the arrays of {path} ({err})") from err
+        return Group(self, path, node, arrays={s.name: a for s, a in zip(specs, arrays)})
 
 
-def _require_array(node: zarr.Group, spec: fmt.ArraySpec, meta: dict[str, Any]) -> None:
-    """Create one array of a group unless it exists (identical metadata from every writer)."""
-    if spec.name in node:
-        return
+async def _require_array(
+    node: zarr.AsyncGroup, spec: fmt.ArraySpec, meta: dict[str, Any]
+) -> zarr.Array:
+    """Create one array of a group unless it exists (identical metadata from every writer);
+    the array, opened."""
     dtype = str if spec.dtype == "str" else spec.dtype
     try:
-        arr = node.create_array(
+        arr = await node.create_array(
             spec.name,
             shape=spec.shape,
             dtype=dtype,
@@ -263,20 +303,31 @@ def _require_array(node: zarr.Group, spec: fmt.ArraySpec, meta: dict[str, Any]) 
             attributes=spec.attrs,
             config=_ARRAY_CONFIG,
         )
-    except zarr.errors.ContainsArrayError:
-        return
+    except (zarr.errors.ContainsArrayError, zarr.errors.ContainsArrayAndGroupError):
+        found = await node.getitem(spec.name)
+        if not isinstance(found, zarr.AsyncArray):
+            raise StoreError(f"{spec.name!r} is a group, not an array") from None
+        return zarr.Array(found)
     if not spec.per_sample:
-        arr[:] = fmt.coordinate_values(meta)[spec.name]
+        await arr.setitem(slice(None), fmt.coordinate_values(meta)[spec.name])
+    return zarr.Array(arr)
 
 
 class Group:
     """One group of samples; see the module docstring for the concurrency rules."""
 
-    def __init__(self, store: Store, path: str, node: zarr.Group):
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        node: zarr.Group,
+        *,
+        arrays: dict[str, zarr.Array] | None = None,
+    ):
         self.store, self.path, self.node = store, path, node
         self.attrs: dict[str, Any] = dict(node.attrs)
         fmt.check_version(self.attrs, f"{store.url}::{path}")
-        self._arrays: dict[str, zarr.Array] = {}
+        self._arrays: dict[str, zarr.Array] = dict(arrays or {})
 
     def __repr__(self) -> str:
         return f"Group({self.store.url!r}, {self.path!r})"
@@ -291,6 +342,9 @@ class Group:
                     f"{self.store.url}::{self.path}: array {name!r} is missing"
                 ) from None
         return self._arrays[name]
+
+    def _async(self, name: str) -> zarr.AsyncArray:
+        return self.array(name).async_array
 
     def where(self, index: int | None = None) -> str:
         """``url::group[index]``: how errors name a sample."""
@@ -349,7 +403,12 @@ class Group:
             "reason": str(self._get("reason", index)),
             "seed": int(self._get("seed", index)),
             "params": dict(zip(self.param_names, self._get("params", index).tolist(), strict=True)),
-            "stats": {k: self._get(f"stats_{k}", index).item() for k in fmt.SOLVER_STATS},
+            "stats": {
+                k: int(v) if dtype.startswith("int") and np.isfinite(v) else float(v)
+                for (k, (dtype, _, _)), v in zip(
+                    fmt.SOLVER_STATS.items(), self._get("stats", index).tolist(), strict=True
+                )
+            },
             "checksum": int(self._get("checksum", index)),
         }
         prov = str(self._get("provenance", index))
@@ -372,7 +431,20 @@ class Group:
     def read_fields(self, index: int, expected_checksum: int) -> np.ndarray:
         """Read sample ``index``'s fields and check them against ``expected_checksum``; for
         callers that already hold the group's status and checksums (the loaders)."""
-        data = self._get("fields", index)
+        return read_samples([(self, index, expected_checksum)])[0]
+
+    async def _read_fields(self, index: int) -> np.ndarray:
+        try:
+            return await self._async("fields").getitem(index)
+        except StoreError:
+            raise
+        except Exception as err:
+            raise StoreError(
+                f"{self.where(index)}: cannot read fields ({type(err).__name__}: {err}); a "
+                "chunk is corrupt or truncated"
+            ) from err
+
+    def _verified(self, index: int, data: np.ndarray, expected_checksum: int) -> np.ndarray:
         if checksum(data) != expected_checksum:
             raise StoreError(
                 f"{self.where(index)}: fields do not match their checksum (a chunk is corrupt "
@@ -401,27 +473,55 @@ class Group:
 
     def write(self, index: int, sample: Sample) -> None:
         """Write ``sample`` at ``index``: data, parameters, seed, statistics, checksum and
-        moments first, then status ok; a failed sample gets status failed and its reason."""
+        moments first (concurrently), then status ok once they have all completed; a failed
+        sample gets status failed and its reason. A sample that was written before is set
+        back to missing first, so no reader trusts it while it is rewritten."""
         self._check_write(sample)
         self._check_index(index)
-        arr = self.array
-        if int(self._get("status", index)) != MISSING:
-            arr("status")[index] = MISSING  # no reader trusts a sample while it is rewritten
-        arr("params")[index] = sample.params.vector()
-        arr("seed")[index] = sample.seed
-        for name in fmt.SOLVER_STATS:
-            arr(f"stats_{name}")[index] = getattr(sample.stats, name)
-        arr("provenance")[index] = json.dumps(sample.provenance, sort_keys=True, default=str)
-        if not sample.ok:
-            arr("reason")[index] = sample.stats.reason or "failed"
-            arr("status")[index] = FAILED
-            return
-        fields = sample.fields
-        arr("fields")[index] = fields
-        arr("checksum")[index] = checksum(fields)
-        arr("moments")[index] = sample_moments(fields)
-        arr("reason")[index] = ""
-        arr("status")[index] = OK
+        self._run_write(index, self._write(index, sample))
+
+    def _run_write(self, index: int, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            _run(coro)
+        except (StoreError, UserInputError):
+            raise
+        except Exception as err:
+            raise StoreError(
+                f"{self.where(index)}: write failed ({type(err).__name__}: {err}); the sample "
+                "is not marked ok, write it again"
+            ) from err
+
+    async def _write(self, index: int, sample: Sample) -> None:
+        status = self._async("status")
+        if int(await status.getitem(index)) != MISSING:
+            await status.setitem(index, MISSING)
+        stats = [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
+        provenance = json.dumps(sample.provenance, sort_keys=True, default=str)
+        writes = [
+            self._async("params").setitem(index, sample.params.vector()),
+            self._async("seed").setitem(index, sample.seed),
+            self._async("stats").setitem(index, np.array(stats)),
+            self._async("provenance").setitem(index, provenance),
+        ]
+        if sample.ok:
+            writes += [
+                self._async("fields").setitem(index, sample.fields),
+                self._write_digest(index, sample.fields),
+                self._async("reason").setitem(index, ""),
+            ]
+        else:
+            writes.append(self._async("reason").setitem(index, sample.stats.reason or "failed"))
+        await _gather(*writes)
+        await status.setitem(index, OK if sample.ok else FAILED)
+
+    async def _write_digest(self, index: int, fields: np.ndarray) -> None:
+        """Checksum and moments, computed in a thread (numpy and zlib release the GIL) while
+        the fields are being encoded, then written."""
+        crc, moments = await asyncio.to_thread(_digest, fields)
+        await _gather(
+            self._async("checksum").setitem(index, crc),
+            self._async("moments").setitem(index, moments),
+        )
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
@@ -431,10 +531,17 @@ class Group:
             )
         self._check_write(sample)
         n = self.n_samples
-        for spec in fmt.layout(self.attrs, n + 1):
-            if spec.per_sample:
-                self.array(spec.name).resize(spec.shape)
-        self.write(n, sample)
+        resized = [
+            self._async(spec.name).resize(spec.shape)
+            for spec in fmt.layout(self.attrs, n + 1)
+            if spec.per_sample
+        ]
+
+        async def grow_and_write() -> None:
+            await _gather(*resized)
+            await self._write(n, sample)
+
+        self._run_write(n, grow_and_write())
         return n
 
     def _check_write(self, sample: Sample) -> None:
@@ -498,3 +605,28 @@ class Group:
             "ok_samples": int((status == OK).sum()),
             "status_crc": zlib.crc32(status.tobytes()),
         }
+
+
+def _digest(fields: np.ndarray) -> tuple[int, np.ndarray]:
+    return checksum(fields), sample_moments(fields)
+
+
+def read_samples(items: Sequence[tuple[Group, int, int]]) -> list[np.ndarray]:
+    """The fields of several samples ``(group, index, expected checksum)`` of one store, read
+    in one round of concurrent requests (chunks fetched and decoded in parallel), each
+    checked against its checksum; float32 ``(T, C, X, Y, Z)`` each, in order.
+
+    Raises StoreError naming the first sample that cannot be read or fails its checksum.
+    """
+
+    async def fetch() -> list[Any]:
+        return await asyncio.gather(
+            *(g._read_fields(i) for g, i, _ in items), return_exceptions=True
+        )
+
+    out = []
+    for (group, index, expected), data in zip(items, _run(fetch()), strict=True):
+        if isinstance(data, BaseException):
+            raise data
+        out.append(group._verified(index, data, expected))
+    return out

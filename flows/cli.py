@@ -52,4 +52,4 @@ def serve(
             if error is not None:
                 raise ServiceError(f"no Prefect server at {api_url}: {error}")
             typer.echo(f"Prefect UI: {get_current_settings().ui_url}")
-            prefect_serve(*deployments(), limit=limit)
+            prefect_serve(*deployments(), limit=limit, pause_on_shutdown=False)

@@ -34,7 +34,7 @@ def wait_healthy(api_url: str, timeout_s: float, proc: subprocess.Popen | None =
 
 @contextmanager
 def local_server(
-    host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120
+    host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 300
 ) -> Iterator[str]:
     """Start ``prefect server start --host HOST --port PORT``; yield its API URL; stop it on exit.
 
@@ -54,7 +54,11 @@ def local_server(
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # A session of its own: a Ctrl-C meant for the caller must not stop the server before the
+        # caller has finished with it; the server is stopped below.
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             try:
                 wait_healthy(api_url, timeout_s, proc)

@@ -137,7 +137,8 @@ class AllenCahn(Family):
     ) -> float:
         # u = g(t) φ(x), φ = ½ Π cos(π x_i) (zero normal flux), f = u_t - ε²Δu - u + u³ from UFL.
         # The space study takes g = 1: the discrete steady state does not depend on the time
-        # step, so only the spatial error remains; the time study takes g = 1 + ½ sin(2t).
+        # step, so only the spatial error remains; the time study takes g = 1 + ½ sin(2t), over
+        # [0, 1].
         eps, t_end = 0.1, 1.0
         msh = box_mesh(comm, dim, cells)
         x = ufl.SpatialCoordinate(msh)

@@ -153,9 +153,11 @@ class GrayScott(Family):
         self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
     ) -> float:
         # u = 1 - g(t) (1 + φ) / 4, v = g(t) (1 - φ) / 4, φ = Π cos(π x_i) (zero normal flux), with
-        # sources from UFL. The space study takes g = 1: the discrete steady state does not depend
-        # on the time step, so only the spatial error remains; the time study g = 1 + ½ sin(2t).
-        # Default rates; diffusivities large enough to matter on the scale of φ.
+        # sources from UFL, over [0, 1] (the reaction u v² has a unit rate, so the study cannot be
+        # stretched to the samples' t_end at the same number of steps). The space study takes
+        # g = 1: the discrete steady state does not depend on the time step, so only the spatial
+        # error remains; the time study g = 1 + ½ sin(2t). Default rates; diffusivities large
+        # enough to matter on the scale of φ.
         feed, kill, d_u, d_v, t_end = 0.04, 0.06, 0.04, 0.02, 1.0
         msh = box_mesh(comm, dim, cells)
         x = ufl.SpatialCoordinate(msh)

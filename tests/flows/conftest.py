@@ -1,10 +1,12 @@
 """Fixtures of the flow tests: a tiny curriculum, free ports, a real Ray head with a dashboard."""
 
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,10 +86,16 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory, ray_local: None) -> str
     return url
 
 
-def free_port() -> int:
+def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on."""
+    return unused_port()
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +107,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     instances on the machine).
     """
     ray = str(Path(sys.executable).parent / "ray")
-    port, dashboard = free_port(), free_port()
+    port, dashboard = unused_port(), unused_port()
     temp = tmp_path_factory.mktemp("ray")
     env = os.environ | {
         "RAY_USAGE_STATS_ENABLED": "0",
@@ -135,3 +143,36 @@ def stop_group(pgid: int, grace_s: float = 10.0) -> None:
             except ProcessLookupError:
                 return
             time.sleep(0.2)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """``pdeladder flows serve`` on a free port with a fresh local server; yields the UI URL."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    cli = str(Path(sys.executable).parent / "pdeladder")
+    proc = subprocess.Popen(
+        [cli, "flows", "serve", "--port", str(unused_port())],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        deadline, seen = time.monotonic() + 400, []
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+            if seen[-1].startswith("Prefect UI: "):
+                yield seen[-1].removeprefix("Prefect UI: ").strip()
+                break
+        else:
+            pytest.fail("flows serve printed no UI address:\n" + "".join(seen[-20:]))
+    finally:
+        proc.send_signal(signal.SIGTERM)  # serve stops its server itself
+        try:
+            proc.wait(timeout=60)
+        finally:
+            stop_group(proc.pid)  # flow-run processes and their Ray runtime, if any are left

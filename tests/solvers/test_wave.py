@@ -57,19 +57,19 @@ def run(grid: Grid, c: float, steps: int, u0: np.ndarray, v0: np.ndarray, on_ste
     )
 
 
-@pytest.mark.parametrize(
-    ("dim", "resolution", "steps"), [(1, 129, 1000), (2, 33, 300), (3, 9, 100)]
-)
+@pytest.mark.parametrize(("dim", "resolution", "steps"), [(1, 129, 500), (2, 33, 200), (3, 9, 100)])
 def test_crank_nicolson_conserves_the_discrete_energy(dim, resolution, steps):
     """Exactly, up to the linear solver: Cholesky in 1D/2D, CG (rtol 1e-10) in 3D. Energy moves
     between its kinetic and potential parts meanwhile."""
     grid, c = Grid(dim, resolution, 2, 1.0), 1.5
     u0, v0 = random_state(grid, seed=dim)
-    total, kinetic = [], []
+    total, kinetic, forms = [], [], []
 
     def record(n, u, v, sampler):
-        total.append(fem.assemble_scalar(energy(u, v, c)))
-        kinetic.append(fem.assemble_scalar(fem.form(0.5 * v**2 * ufl.dx)))
+        if not forms:  # u and v are the same functions at every step
+            forms.extend([energy(u, v, c), fem.form(0.5 * v**2 * ufl.dx)])
+        total.append(fem.assemble_scalar(forms[0]))
+        kinetic.append(fem.assemble_scalar(forms[1]))
 
     run(grid, c, steps, u0, v0, record)
     total, kinetic = np.array(total), np.array(kinetic)

@@ -1,0 +1,58 @@
+"""The closed-loop flow: steering weights from scores, and the whole loop on a real server."""
+
+from pathlib import Path
+
+import pytest
+
+from pdeladder.curriculum.plan import plan_stage
+from pdeladder.curriculum.weights import load_weights
+from pdeladder.flows.closed_loop import Loop, SteerBy, closed_loop, steering_weights
+
+
+def test_worse_families_get_more_of_the_next_budget():
+    scores = {
+        "heat": {"nrmse": 0.3, "residual": 1.0},
+        "darcy": {"nrmse": 0.1, "residual": 1.0},
+        "burgers": {"nrmse": 0.01, "residual": 3.0},
+    }
+    w = steering_weights("next", scores, ["heat", "darcy", "wave"], "nrmse", 1.0)
+    assert w.stage == "next"
+    assert w.families == pytest.approx({"heat": 1.5, "darcy": 0.5})  # mean of the stage's scored
+    assert w.family_weight("wave") == 1.0  # not scored: the configured budget
+    sharp = steering_weights("next", scores, ["heat", "burgers"], "nrmse", 2.0)
+    assert sharp.families == pytest.approx({"heat": 4.0, "burgers": 0.25})  # clipped
+    flat = steering_weights("next", scores, ["heat", "darcy"], "nrmse", 0.0)
+    assert flat.families == {"heat": 1.0, "darcy": 1.0}
+    by_residual = steering_weights("next", scores, ["darcy", "burgers"], "residual", 1.0)
+    assert by_residual.families == pytest.approx({"darcy": 0.5, "burgers": 1.5})
+
+
+@pytest.mark.usefixtures("prefect_server", "ray_local")
+def test_the_loop_solves_trains_evaluates_and_steers(tiny_spec: Path, tmp_path: Path, artifacts):
+    loop = Loop(
+        curriculum=str(tiny_spec),
+        store_url=str(tmp_path / "store.zarr"),
+        workers=1,
+        run_dir=str(tmp_path / "run"),
+        steer_by=SteerBy.nrmse,
+    )
+    state = closed_loop(loop, return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result["stages"] == ["first", "second"]
+    assert {(r["stage"], r["family"]) for r in result["scores"]} >= {
+        ("first", "heat"),
+        ("second", "heat"),
+        ("second", "darcy"),
+    }
+    for stage in ("first", "second"):
+        assert (tmp_path / "run" / "stages" / stage / "model" / "model.json").is_file()
+        assert (tmp_path / "run" / "evaluation" / stage / "report.md").is_file()
+
+    weights = load_weights(tmp_path / "run" / "weights" / "second.yaml")
+    assert weights.stage == "second" and set(weights.families) == {"heat"}
+    spec = loop.load()
+    assert plan_stage(spec, "second", weights).n == plan_stage(spec, "second").n  # same budget
+
+    arts = artifacts(state.state_details.flow_run_id)
+    assert '"stage": "second"' in arts["closed-loop-scores"].data
