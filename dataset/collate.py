@@ -8,6 +8,7 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -15,6 +16,8 @@ import torch
 from pdeladder.dataset.catalog import Catalog, SampleRef
 
 Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
+Job = TypeVar("Job")
+Result = TypeVar("Result")
 
 
 def shard(
@@ -43,20 +46,31 @@ def shard(
 
 
 def prefetched(
-    read: Callable[[SampleRef], np.ndarray], refs: Iterable[SampleRef], depth: int
-) -> Iterator[Item]:
-    """``(ref, read(ref))`` in order, with up to ``depth`` reads running ahead in background
-    threads; a read's error is raised where its sample would have been yielded."""
+    read: Callable[[Job], Result], jobs: Iterable[Job], depth: int
+) -> Iterator[tuple[Job, Result]]:
+    """``(job, read(job))`` in order, with up to ``depth`` reads running ahead in background
+    threads; a read's error is raised where its result would have been yielded. Leaving the
+    loop early waits for the reads in flight (at most ``depth``), so no thread outlives it."""
     with ThreadPoolExecutor(max_workers=max(1, min(depth, 8))) as pool:
         window: deque = deque()
-        for ref in refs:
-            window.append((ref, pool.submit(read, ref)))
-            if len(window) > depth:
+        try:
+            for job in jobs:
+                window.append((job, pool.submit(read, job)))
+                if len(window) > depth:
+                    done, fut = window.popleft()
+                    yield done, fut.result()
+            while window:
                 done, fut = window.popleft()
                 yield done, fut.result()
-        while window:
-            done, fut = window.popleft()
-            yield done, fut.result()
+        finally:
+            for _, fut in window:
+                fut.cancel()
+
+
+def batch_plan(refs: Iterable[SampleRef], batch_size: int) -> list[list[SampleRef]]:
+    """The batches :func:`bucketed` makes, decided from the refs alone (a ref knows its grid),
+    so that whole batches can be read ahead."""
+    return [[ref for ref, _ in batch] for batch in bucketed(((r, None) for r in refs), batch_size)]
 
 
 def shuffled(items: Iterable[Item], *, size: int, seed: int) -> Iterator[Item]:
@@ -95,17 +109,25 @@ def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
     std = np.ones((B, C), dtype=np.float32)
     params = np.zeros((B, P), dtype=np.float32)
     param_mask = np.zeros((B, P), dtype=bool)
+    per_channel = (1, -1, 1, 1, 1)
     for b, (ref, data) in enumerate(items):
         lay = catalog.groups[ref.group]
         slots = lay.channel_slots
         channel_mask[b, slots] = True
         input_mask[b, slots] = lay.input_slots
+        first = int(slots[0])
+        contiguous = np.array_equal(slots, np.arange(first, first + len(slots)))
+        # normalise straight into the batch where the slots are a range (a view), else via one
+        # temporary scattered into the slots
+        out = fields[b, :, first : first + len(slots)] if contiguous else np.empty_like(data)
         if normalize:
             mean[b, slots], std[b, slots] = lay.mean, lay.std
-        if normalize:
-            per_channel = (1, -1, 1, 1, 1)
-            data = (data - lay.mean.reshape(per_channel)) / lay.std.reshape(per_channel)
-        fields[b][:, slots] = data
+            np.subtract(data, lay.mean.reshape(per_channel), out=out)
+            np.divide(out, lay.std.reshape(per_channel), out=out)
+        else:
+            out[...] = data
+        if not contiguous:
+            fields[b][:, slots] = out
         param_mask[b, : lay.n_params] = True
         params[b, : lay.n_params] = catalog.params[ref.group][ref.index]
     dim, resolution, _ = items[0][0].bucket

@@ -1,9 +1,12 @@
 """Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
 
-Pipeline: catalog (ok samples; status, checksums, moments read once) → shard by rank and
-DataLoader worker → read one sample at a time, prefetched by background threads → normalise
-per channel with the store's statistics → bucket by grid → collate. Whole arrays are never
-loaded; a corrupt chunk or a sample that is not ok raises a StoreError naming it.
+Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank
+and DataLoader worker → plan batches by grid → per batch, in background threads running
+``prefetch`` batches ahead: read its samples in one round of concurrent chunk requests (zarr
+decodes them in parallel threads), check their checksums, normalise per channel with the
+store's statistics straight into the batch array → collate. The consumer only takes finished
+batches. Whole arrays are never loaded; a corrupt chunk or a sample that is not ok raises a
+StoreError naming it.
 
 Each item is one batch, a dict::
 
@@ -33,14 +36,17 @@ samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP)
 :meth:`StoreDataset.set_epoch` before each epoch to reshuffle.
 """
 
-import numpy as np
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
-from pdeladder.dataset.collate import bucketed, collate, prefetched, shard
-from pdeladder.dataset.store import Group
+from pdeladder.dataset.collate import batch_plan, collate, prefetched, shard
+from pdeladder.dataset.store import Group, read_samples
 from pdeladder.errors import UserInputError
+
+#: Batches read ahead of the consumer (each in its own thread). Two keep a consumer that
+#: computes as long as a batch takes to read from waiting; more absorb uneven reads.
+PREFETCH_BATCHES = 3
 
 
 class StoreDataset(IterableDataset):
@@ -77,7 +83,7 @@ class StoreDataset(IterableDataset):
         self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
         self.epoch = 0
-        self.prefetch = 2 * batch_size
+        self.prefetch = PREFETCH_BATCHES
 
     @property
     def families(self) -> list[str]:
@@ -110,9 +116,10 @@ class StoreDataset(IterableDataset):
         store = self.catalog.open()
         groups: dict[str, Group] = {p: store.group(p) for p in self.catalog.groups}
 
-        def read(ref: SampleRef) -> np.ndarray:
-            return groups[ref.group].read_fields(ref.index, ref.checksum)
+        def load(refs: list[SampleRef]) -> dict:
+            data = read_samples([(groups[r.group], r.index, r.checksum) for r in refs])
+            return collate(list(zip(refs, data)), self.catalog, normalize=self.normalize)
 
-        items = prefetched(read, self.samples(), self.prefetch)
-        for batch in bucketed(items, self.batch_size):
-            yield collate(batch, self.catalog, normalize=self.normalize)
+        plan = batch_plan(self.samples(), self.batch_size)
+        for _, batch in prefetched(load, plan, self.prefetch):
+            yield batch

@@ -68,12 +68,12 @@ def _reader(catalog: Catalog, blocks: list[list[SampleRef]]):
     url, options = catalog.url, catalog.storage_options
 
     def read() -> Iterator[Any]:
-        from pdeladder.dataset.store import open_store
+        from pdeladder.dataset.store import open_store, read_samples
 
         store = open_store(url, storage_options=options)
         for block in blocks:
             group = store.group(block[0].group)
-            fields = np.stack([group.read_fields(r.index, r.checksum) for r in block])
+            fields = np.stack(read_samples([(group, r.index, r.checksum) for r in block]))
             yield BlockAccessor.batch_to_block(
                 {
                     "group": np.array([r.group for r in block]),

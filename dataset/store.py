@@ -36,6 +36,7 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 import zarr
+import zarr.api.asynchronous
 import zarr.errors
 from zarr.core.sync import sync as _zarr_sync
 from zarr.storage import FsspecStore, LocalStore
@@ -276,10 +277,15 @@ class Store:
             raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
         n = 0 if n_samples is None else n_samples
         specs = fmt.layout(meta, n)
-        try:
-            arrays = _run(
-                _gather(*(_require_array(node.async_group, spec, meta) for spec in specs))
+
+        async def require_arrays() -> list[zarr.Array]:
+            anode = await zarr.api.asynchronous.open_group(
+                store=node.store, path=node.path, mode="r+"
             )
+            return await _gather(*(_require_array(anode, spec, meta) for spec in specs))
+
+        try:
+            arrays = _run(require_arrays())
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create the arrays of {path} ({err})") from err
         return Group(self, path, node, arrays={s.name: a for s, a in zip(specs, arrays)})
@@ -400,7 +406,7 @@ class Group:
         out = {
             "index": index,
             "status": STATUS_NAMES[status],
-            "reason": str(self._get("reason", index)),
+            "reason": str(self._get("reason", index)) if status == FAILED else "",
             "seed": int(self._get("seed", index)),
             "params": dict(zip(self.param_names, self._get("params", index).tolist(), strict=True)),
             "stats": {
@@ -493,7 +499,8 @@ class Group:
 
     async def _write(self, index: int, sample: Sample) -> None:
         status = self._async("status")
-        if int(await status.getitem(index)) != MISSING:
+        before = int(await status.getitem(index))
+        if before != MISSING:
             await status.setitem(index, MISSING)
         stats = [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
         provenance = json.dumps(sample.provenance, sort_keys=True, default=str)
@@ -507,8 +514,9 @@ class Group:
             writes += [
                 self._async("fields").setitem(index, sample.fields),
                 self._write_digest(index, sample.fields),
-                self._async("reason").setitem(index, ""),
             ]
+            if before == FAILED:  # reason counts only where status is failed; tidy it anyway
+                writes.append(self._async("reason").setitem(index, ""))
         else:
             writes.append(self._async("reason").setitem(index, sample.stats.reason or "failed"))
         await _gather(*writes)

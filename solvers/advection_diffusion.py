@@ -3,7 +3,8 @@ r"""Advection–diffusion of a scalar by a static divergence-free velocity, zero
 Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
 
 .. math::
-    \partial_t u + \nabla\cdot(b u) - \varepsilon \Delta u = f \quad \text{in } \Omega \times (0, T],
+    \partial_t u + \nabla\cdot(b u) - \varepsilon \Delta u = f
+    \quad \text{in } \Omega \times (0, T],
     \qquad (b u - \varepsilon \nabla u) \cdot n = 0 \text{ on } \partial\Omega,
     \qquad u(\cdot, 0) = u_0,
 
@@ -15,15 +16,18 @@ root-mean-square speed. The total :math:`\int_\Omega u` is conserved. :math:`f =
 
 Weak form, conservative Galerkin plus SUPG, Crank–Nicolson with step :math:`\tau`: with the
 weighted test function :math:`w = v + \delta\, b\cdot\nabla v`,
-:math:`\delta = ((2|b|/h)^2 + 9 (4\varepsilon/h^2)^2)^{-1/2}`, find :math:`u^{n+1} \in V_h` (P1) with
+:math:`\delta = ((2|b|/h)^2 + 9 (4\varepsilon/h^2)^2)^{-1/2}`, find :math:`u^{n+1} \in V_h`
+(P1) with
 
 .. math::
     (u^{n+1} - u^n, w) + \tfrac{\tau}{2}\, a(u^{n+1} + u^n, v) = \tfrac{\tau}{2} (f^{n+1} + f^n, w)
     \quad \forall v \in V_h, \qquad
-    a(u, v) = -(u b, \nabla v) + \varepsilon (\nabla u, \nabla v) + (\nabla\cdot(b u), \delta\, b\cdot\nabla v).
+    a(u, v) = -(u b, \nabla v) + \varepsilon (\nabla u, \nabla v)
+    + (\nabla\cdot(b u), \delta\, b\cdot\nabla v).
 
 With :math:`v = 1` every term but the first vanishes, so the discrete total is conserved exactly.
-Both matrices are assembled once (:math:`b` is static) and the left one is factorized once.
+Both matrices are assembled once (:math:`b` is static); the left one is factorized (LU) or, for
+large problems, ILU-preconditioned once.
 """
 
 from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
@@ -223,8 +227,8 @@ def wall_bounded_velocity(
     """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
 
     2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
-    random field of ``length_scale`` times ``Π 4 x_i (1 - x_i)``, which vanishes on the walls, so the
-    tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
+    random field of ``length_scale`` times ``Π 4 x_i (1 - x_i)``, which vanishes on the walls, so
+    the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
     differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
     of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
     speed ``speed``.

@@ -3,7 +3,8 @@ r"""Allen–Cahn equation (phase separation) with zero-flux boundaries.
 Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
 
 .. math::
-    \partial_t u = \varepsilon^2 \Delta u + u - u^3 + f \quad \text{in } \Omega \times (0, T], \qquad
+    \partial_t u = \varepsilon^2 \Delta u + u - u^3 + f \quad \text{in } \Omega \times (0, T],
+    \qquad
     \nabla u \cdot n = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0,
 
 with :math:`f = 0` for samples and :math:`u_0` a Gaussian random field of length scale
@@ -20,11 +21,11 @@ Weak form, stabilised semi-implicit Euler with step :math:`\tau` and stabilisati
     = \big(\big(\tfrac{1}{\tau} + S\big) u^n + u^n - (u^n)^3 + f^{n+1}, v\big)_L
     \quad \forall v \in V_h.
 
-The matrix is assembled and factorized once. On the structured meshes (right triangles, Kuhn
-tetrahedra) the P1 stiffness matrix has non-positive off-diagonals, so the system matrix is an
-M-matrix with row sums :math:`(1/\tau + S)\, m_i`; since :math:`s \mapsto (1/\tau + S) s + s - s^3`
-maps :math:`[-1, 1]` into :math:`[-(1/\tau + S), 1/\tau + S]` for :math:`1/\tau + S \ge 2`, the
-discrete solution keeps :math:`|u| \le 1` (maximum principle), and with
+The matrix is assembled and factorized (or Jacobi-preconditioned) once. On the structured
+meshes (right triangles, Kuhn tetrahedra) the P1 stiffness matrix has non-positive
+off-diagonals, so the system matrix is an M-matrix with row sums :math:`(1/\tau + S)\, m_i`;
+since :math:`s \mapsto (1/\tau + S) s + s - s^3` maps :math:`[-1, 1]` into
+:math:`[-(1/\tau + S), 1/\tau + S]` for :math:`1/\tau + S \ge 2`, the discrete solution keeps :math:`|u| \le 1` (maximum principle), and with
 :math:`S \ge \tfrac12 \max |F''| = 1` the discrete free energy never increases.
 """
 

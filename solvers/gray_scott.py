@@ -22,10 +22,11 @@ mass :math:`(\cdot,\cdot)_L` (vertex quadrature): find :math:`u^{n+1}, v^{n+1} \
     &= \big(\tfrac{1}{\tau} v^n + u^n (v^n)^2 - (F + k) v^n + f_v^{n+1}, \phi\big)_L
     \quad \forall \phi \in V_h.
 
-Each matrix is assembled and factorized once. Both are M-matrices on the structured meshes, and
-for :math:`\tau \le 1 / (1 + F)` and :math:`0 \le u^n, v^n \le 1` the right-hand sides lie in
-:math:`[0, 1/\tau]` for :math:`u` and are non-negative for :math:`v`, so :math:`0 \le u \le 1`
-and :math:`v \ge 0` hold at every step.
+Each matrix is assembled and factorized (or Jacobi-preconditioned) once. Both are M-matrices on
+the structured meshes, and for :math:`\tau \le 1 / (1 + F)` and :math:`0 \le u^n, v^n \le 1`
+the right-hand sides lie in :math:`[0, 1/\tau]` for :math:`u` and are non-negative for :math:`v`,
+so :math:`0 \le u \le 1` and :math:`v \ge 0` hold at every step (:math:`v \le 1` is observed,
+not guaranteed).
 """
 
 from mpi4py import MPI  # first: DOLFINx needs libmpi loaded

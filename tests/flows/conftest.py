@@ -157,7 +157,8 @@ def served(tmp_path: Path) -> Iterator[str]:
         start_new_session=True,
     )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+    reader.start()
     try:
         deadline, seen = time.monotonic() + 400, []
         while time.monotonic() < deadline and proc.poll() is None:
@@ -176,3 +177,5 @@ def served(tmp_path: Path) -> Iterator[str]:
             proc.wait(timeout=60)
         finally:
             stop_group(proc.pid)  # flow-run processes and their Ray runtime, if any are left
+            reader.join(timeout=10)
+            proc.stdout.close()

@@ -146,3 +146,18 @@ def test_dockerfile_installs_every_package_and_the_same_ray():
 )
 def test_commands_in_the_docs_parse(command: str):
     check_command(command)
+
+
+def test_the_ray_job_command_of_the_train_flow_parses():
+    from pdeladder.flows.train import TrainRun, train_command
+    from pdeladder.flows.train_job import train_job
+
+    run = TrainRun(stages=["line", "plane"], store_url="s3://b/s.zarr", workers=3, run_dir="/r")
+    argv = shlex.split(train_command(run, "curriculum.yaml"))
+    assert argv[:3] == ["python", "-m", "pdeladder.flows.train_job"]
+    job_app = typer.Typer()
+    job_app.command()(train_job)
+    with typer.main.get_command(job_app).make_context("train_job", argv[3:]) as ctx:
+        assert list(ctx.params["stage"]) == ["line", "plane"]
+        assert (ctx.params["store"], ctx.params["workers"]) == ("s3://b/s.zarr", 3)
+        assert str(ctx.params["run_dir"]) == "/r"

@@ -48,11 +48,12 @@ def form_property(driver, label: str):
     """The custom-run form's block for the parameter labelled ``label``."""
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(
-        By.XPATH,
-        "//div[contains(@class, 'schema-form-property')][.//span[contains(@class, "
-        f"'schema-form-property__label') and starts-with(normalize-space(), '{label}')]]",
+    prop = "contains(concat(' ', normalize-space(@class), ' '), ' schema-form-property ')"
+    own_label = (
+        "./div[contains(@class, 'p-label__header')]//span[contains(@class, "
+        f"'schema-form-property__label') and starts-with(normalize-space(), '{label}')]"
     )
+    return driver.find_element(By.XPATH, f"//div[{prop}][{own_label}]")
 
 
 def screenshot(driver, tmp_path: Path, name: str) -> None:

@@ -1,4 +1,4 @@
-"""Gray–Scott: the family contract, concentrations that stay within [0, 1], and spots that spread."""
+"""Gray–Scott: the family contract, concentrations within [0, 1], and spots that spread."""
 
 import numpy as np
 import pytest

@@ -112,8 +112,8 @@ class StoreBatches:
             tr, te = split(np.flatnonzero(status == OK), held_out)
             self.train.append(tr)
             self.test.append(te)
-        if not any(len(t) for t in self.train):
-            raise UserInputError(f"{store_url}: groups {paths} hold no ok samples to train on")
+        if not any(len(a) + len(b) for a, b in zip(self.train, self.test, strict=True)):
+            raise UserInputError(f"{store_url}: groups {paths} hold no ok samples")
 
     def load(self, gi: int, indices: np.ndarray, solved: bool = True) -> dict[str, Any]:
         """The batch of samples ``indices`` of group ``gi``."""
