@@ -8,7 +8,6 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 import numpy as np
 import torch
@@ -16,8 +15,6 @@ import torch
 from pdeladder.dataset.catalog import Catalog, SampleRef
 
 Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
-Job = TypeVar("Job")
-Result = TypeVar("Result")
 
 
 def shard(
@@ -45,7 +42,7 @@ def shard(
     return mine
 
 
-def prefetched(
+def prefetched[Job, Result](
     read: Callable[[Job], Result], jobs: Iterable[Job], depth: int
 ) -> Iterator[tuple[Job, Result]]:
     """``(job, read(job))`` in order, with up to ``depth`` reads running ahead in background

@@ -118,7 +118,9 @@ class StoreDataset(IterableDataset):
 
         def load(refs: list[SampleRef]) -> dict:
             data = read_samples([(groups[r.group], r.index, r.checksum) for r in refs])
-            return collate(list(zip(refs, data)), self.catalog, normalize=self.normalize)
+            return collate(
+                list(zip(refs, data, strict=True)), self.catalog, normalize=self.normalize
+            )
 
         plan = batch_plan(self.samples(), self.batch_size)
         for _, batch in prefetched(load, plan, self.prefetch):

@@ -288,7 +288,9 @@ class Store:
             arrays = _run(require_arrays())
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create the arrays of {path} ({err})") from err
-        return Group(self, path, node, arrays={s.name: a for s, a in zip(specs, arrays)})
+        return Group(
+            self, path, node, arrays={s.name: a for s, a in zip(specs, arrays, strict=True)}
+        )
 
 
 async def _require_array(
@@ -350,7 +352,13 @@ class Group:
         return self._arrays[name]
 
     def _async(self, name: str) -> zarr.AsyncArray:
-        return self.array(name).async_array
+        """The asynchronous side of an array opened before (see :meth:`_open`): coroutines run
+        on zarr's loop and cannot open arrays themselves."""
+        return self._arrays[name].async_array
+
+    def _open(self, *names: str) -> None:
+        for name in names:
+            self.array(name)
 
     def where(self, index: int | None = None) -> str:
         """``url::group[index]``: how errors name a sample."""
@@ -484,6 +492,7 @@ class Group:
         back to missing first, so no reader trusts it while it is rewritten."""
         self._check_write(sample)
         self._check_index(index)
+        self._open(*_WRITTEN)
         self._run_write(index, self._write(index, sample))
 
     def _run_write(self, index: int, coro: Coroutine[Any, Any, None]) -> None:
@@ -538,6 +547,7 @@ class Group:
                 f"{self.where()}: has a fixed size of {self.attrs['n_samples']}; use write(index)"
             )
         self._check_write(sample)
+        self._open(*_WRITTEN)
         n = self.n_samples
         resized = [
             self._async(spec.name).resize(spec.shape)
@@ -615,6 +625,20 @@ class Group:
         }
 
 
+#: The per-sample arrays that :meth:`Group.write` writes.
+_WRITTEN = (
+    "status",
+    "fields",
+    "params",
+    "seed",
+    "stats",
+    "provenance",
+    "reason",
+    "checksum",
+    "moments",
+)
+
+
 def _digest(fields: np.ndarray) -> tuple[int, np.ndarray]:
     return checksum(fields), sample_moments(fields)
 
@@ -626,6 +650,9 @@ def read_samples(items: Sequence[tuple[Group, int, int]]) -> list[np.ndarray]:
 
     Raises StoreError naming the first sample that cannot be read or fails its checksum.
     """
+
+    for group, _, _ in items:
+        group._open("fields")
 
     async def fetch() -> list[Any]:
         return await asyncio.gather(

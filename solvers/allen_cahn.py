@@ -25,8 +25,9 @@ The matrix is assembled and factorized (or Jacobi-preconditioned) once. On the s
 meshes (right triangles, Kuhn tetrahedra) the P1 stiffness matrix has non-positive
 off-diagonals, so the system matrix is an M-matrix with row sums :math:`(1/\tau + S)\, m_i`;
 since :math:`s \mapsto (1/\tau + S) s + s - s^3` maps :math:`[-1, 1]` into
-:math:`[-(1/\tau + S), 1/\tau + S]` for :math:`1/\tau + S \ge 2`, the discrete solution keeps :math:`|u| \le 1` (maximum principle), and with
-:math:`S \ge \tfrac12 \max |F''| = 1` the discrete free energy never increases.
+:math:`[-(1/\tau + S), 1/\tau + S]` for :math:`1/\tau + S \ge 2`, the discrete solution keeps
+:math:`|u| \le 1` (maximum principle), and with :math:`S \ge \tfrac12 \max |F''| = 1` the
+discrete free energy never increases.
 """
 
 from mpi4py import MPI  # first: DOLFINx needs libmpi loaded

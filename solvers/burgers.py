@@ -58,7 +58,7 @@ from pdeladder.solvers.random_fields import gaussian_random_field
 
 class BurgersParams(Parameters):
     viscosity: float = parameter(
-        0.02, 0.004, 0.2, "1", "kinematic viscosity ν (unit box, unit time)"
+        0.05, 0.004, 0.2, "1", "kinematic viscosity ν (unit box, unit time)"
     )
     ic_amplitude: float = parameter(
         1.0, 0.1, 2.0, "1", "velocity scale U: pointwise std of each component before the bubble"

@@ -65,7 +65,7 @@ def study(
             raise ValueError(f"{family.name} is steady: it has no time convergence study")
         levels = levels or plan["steps"]
         cells = fixed or plan["cells"]
-        h = [family.t_end / s for s in levels]
+        h = [family.manufactured_t_end / s for s in levels]
         err = [family.manufactured_error(dim, cells, s, comm, kind) for s in levels]
         expected = family.expected_rate_time
     rates = observed_rates(h, err)

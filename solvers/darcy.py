@@ -19,7 +19,7 @@ with :math:`k = \exp(a_h)` evaluated at quadrature points from the P1 field :mat
 the grid values of :math:`a`. The SPD system is solved once, by Cholesky or CG + AMG.
 """
 
-from mpi4py import MPI  # noqa: I001  (first: the DOLFINx wheel loads libmpi through it)
+from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
 import math
 import time

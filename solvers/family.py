@@ -150,6 +150,8 @@ class Family(ABC):
         difficulty: name of the parameter that sets the difficulty (Péclet, Reynolds, ...).
         steady: True for steady problems (``T = 1``).
         t_end: default final time.
+        manufactured_t_end: final time of the manufactured solution of the time study (the
+            time steps a study reports are ``manufactured_t_end / steps``).
         expected_rate_space, expected_rate_time: theoretical convergence orders (L2, at t_end).
     """
 
@@ -163,6 +165,7 @@ class Family(ABC):
     difficulty: ClassVar[str | None] = None
     steady: ClassVar[bool] = False
     t_end: ClassVar[float] = 1.0
+    manufactured_t_end: ClassVar[float] = 1.0
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
 

@@ -19,7 +19,7 @@ def test_worse_families_get_more_of_the_next_budget():
     assert w.stage == "next"
     assert w.families == pytest.approx({"heat": 1.5, "darcy": 0.5})  # mean of the stage's scored
     assert w.family_weight("wave") == 1.0  # not scored: the configured budget
-    sharp = steering_weights("next", scores, ["heat", "burgers"], "nrmse", 2.0)
+    sharp = steering_weights("next", scores, ["heat", "burgers"], "nrmse", 4.0)
     assert sharp.families == pytest.approx({"heat": 4.0, "burgers": 0.25})  # clipped
     flat = steering_weights("next", scores, ["heat", "darcy"], "nrmse", 0.0)
     assert flat.families == {"heat": 1.0, "darcy": 1.0}
