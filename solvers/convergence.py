@@ -46,14 +46,15 @@ def study(
     fixed: int | None = None,
     comm: Any = None,
 ) -> ConvergenceStudy:
-    """Run one study. ``levels`` overrides the family's refinement levels (cells per axis for
+    """Run one study. The family's plan for ``kind`` (or for ``f"{kind}_{dim}d"`` where it has one)
+    gives the refinement levels; ``levels`` overrides them (cells per axis for
     space, steps for time); ``fixed`` its fixed counterpart. The observed rate is the one between
     the two finest levels."""
     if comm is None:
         from mpi4py import MPI
 
         comm = MPI.COMM_SELF
-    plan = family.convergence_plan[kind]
+    plan = family.convergence_plan.get(f"{kind}_{dim}d") or family.convergence_plan[kind]
     if kind == "space":
         levels = levels or plan["cells"]
         steps = fixed or plan["steps"]

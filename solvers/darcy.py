@@ -75,6 +75,7 @@ class Darcy(Family):
     expected_rate_time = None
     convergence_plan: ClassVar[dict[str, Any]] = {
         "space": {"cells": (8, 16, 32), "steps": 1},
+        "space_3d": {"cells": (4, 8, 16), "steps": 1},
     }
 
     def solve(

@@ -208,8 +208,9 @@ class Family(ABC):
         e.g. one linear in time, which implicit Euler integrates exactly, for the space study.
         """
 
-    #: refinement levels of the convergence study: {"space": (cells, ...), "time": (steps, ...)},
-    #: with the fixed counterpart of each study (steps for space, cells for time).
+    #: refinement levels of the convergence study: {"space": {"cells": (...), "steps": n},
+    #: "time": {"steps": (...), "cells": n}}, each with the fixed counterpart of its study;
+    #: a key such as "space_3d" overrides the plan for one dimension.
     convergence_plan: ClassVar[dict[str, Any]] = {
         "space": {"cells": (8, 16, 32), "steps": 64},
         "time": {"steps": (8, 16, 32), "cells": 64},

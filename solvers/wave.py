@@ -246,6 +246,7 @@ def run_crank_nicolson(
     initial(uh, vh, sampler)
     for f in (uh, vh):
         f.x.array[walls] = 0.0
+        f.x.scatter_forward()
     on_step(0, uh, vh, sampler)
     b, work = A.createVecRight(), A.createVecRight()
     t0 = time.perf_counter()

@@ -56,6 +56,38 @@ def form_property(driver, label: str):
     return driver.find_element(By.XPATH, f"//div[{prop}][{own_label}]")
 
 
+def retrying(action, attempts: int = 10):
+    """Run ``action``, again while the form re-renders under it (a stale element)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for attempt in range(attempts):
+        try:
+            return action()
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
+def click_in(driver, label: str, button: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    xpath = f".//button[normalize-space()='{button}']"
+    retrying(lambda: form_property(driver, label).find_element(By.XPATH, xpath).click())
+
+
+def type_into(driver, label: str, text: str, clear: bool = False) -> None:
+    from selenium.webdriver.common.by import By
+
+    def act() -> None:
+        field = form_property(driver, label).find_element(By.XPATH, ".//textarea | .//input")
+        if clear:
+            field.clear()
+        field.send_keys(text)
+
+    retrying(act)
+
+
 def screenshot(driver, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     driver.save_screenshot(str(path))
@@ -76,15 +108,11 @@ def test_a_campaign_launched_from_the_ui_fills_the_store(
     browser.find_element(By.XPATH, "//button[normalize-space()='Run']").click()
     browser.find_element(By.XPATH, "//button[normalize-space()='Custom run']").click()
 
-    curriculum = form_property(browser, "Curriculum").find_element(By.TAG_NAME, "textarea")
-    curriculum.clear()
-    curriculum.send_keys(str(tiny_spec))
-    store = form_property(browser, "Store Url")
-    store.find_element(By.XPATH, ".//button[normalize-space()='str']").click()
-    store.find_element(By.XPATH, ".//textarea | .//input").send_keys(store_url)
-    stages = form_property(browser, "Stages")
-    stages.find_element(By.XPATH, ".//button[normalize-space()='Add item']").click()
-    stages.find_element(By.XPATH, ".//textarea | .//input").send_keys("first")
+    type_into(browser, "Curriculum", str(tiny_spec), clear=True)
+    click_in(browser, "Store Url", "str")  # an optional field: choose a string, not None
+    type_into(browser, "Store Url", store_url)
+    click_in(browser, "Stages", "Add item")
+    type_into(browser, "Stages", "first")
     screenshot(browser, tmp_path, "ui-custom-run.png")
     browser.find_element(By.XPATH, "//button[normalize-space()='Submit']").click()
 

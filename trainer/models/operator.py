@@ -61,7 +61,10 @@ class Pointwise(nn.Module):
         self.linear = nn.Linear(in_channels, out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x.movedim(1, -1)).movedim(-1, 1)
+        # (out, in) @ (B, in, N): one batched matrix product on the channels-first layout,
+        # without moving the channel axis last and back (two copies of the activations).
+        flat = torch.matmul(self.linear.weight, x.flatten(2)) + self.linear.bias[:, None]
+        return flat.unflatten(2, x.shape[2:])
 
 
 class FourierBlock(nn.Module):
