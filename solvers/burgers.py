@@ -85,6 +85,7 @@ class Burgers(Family):
     expected_rate_time = 2.0
     convergence_plan: ClassVar[dict[str, Any]] = {
         "space": {"cells": (8, 16, 32), "steps": 8},
+        "space_3d": {"cells": (4, 8, 16), "steps": 8},
         "time": {"steps": (8, 16, 32), "cells": 8},
     }
 

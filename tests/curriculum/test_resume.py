@@ -1,5 +1,6 @@
 """A driver killed half-way (SIGKILL, real processes): the stage stays locked against a second
-run while it lives, and a rerun completes it into fields bit-identical to an uninterrupted run."""
+run while it lives, and a rerun completes it into fields bit-identical to an uninterrupted run.
+The killed driver joins the session's Ray cluster (``--address``); its actors die with it."""
 
 import os
 import signal
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray
 
 from pdeladder.curriculum import materialize, parse_curriculum
 from pdeladder.dataset.store import OK, open_store
@@ -45,8 +47,9 @@ def test_sigkilled_driver_resumes_bit_identical(ray_local: None, tmp_path: Path)
     file.write_text(SPEC)
     killed, reference = str(tmp_path / "killed.zarr"), str(tmp_path / "reference.zarr")
     cmd = [Path(sys.executable).parent / "pdeladder", "curriculum", "materialize", str(file)]
+    address = ray.get_runtime_context().gcs_address  # the driver joins the session's cluster
     driver = subprocess.Popen(
-        [*cmd, "--all", "--store", killed, "--workers", "2", "--json"],
+        [*cmd, "--all", "--store", killed, "--workers", "2", "--address", address, "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

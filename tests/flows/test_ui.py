@@ -114,9 +114,13 @@ def test_a_campaign_launched_from_the_ui_fills_the_store(
     click_in(browser, "Stages", "Add item")
     type_into(browser, "Stages", "first")
     screenshot(browser, tmp_path, "ui-custom-run.png")
-    browser.find_element(By.XPATH, "//button[normalize-space()='Submit']").click()
-
-    WebDriverWait(browser, 60).until(ec.url_contains("/runs/flow-run/"))
+    submit = browser.find_element(By.XPATH, "//button[normalize-space()='Submit']")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", submit)
+    submit.click()
+    try:
+        WebDriverWait(browser, 120).until(ec.url_contains("/runs/flow-run/"))
+    finally:
+        screenshot(browser, tmp_path, "ui-after-submit.png")
     state = (By.XPATH, "//*[contains(@class, 'state-badge')]")
     WebDriverWait(browser, 420, poll_frequency=2).until(
         lambda d: any(s in d.find_element(*state).text for s in ("Completed", "Failed", "Crashed"))
