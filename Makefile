@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: venv demo test test-all lint bench clean
+.PHONY: venv browser demo test test-all lint bench clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Debian's chromium + chromedriver for the Prefect UI test (idempotent; apt, needs root).
+browser:
+	bash deploy/install-browser.sh
+
 demo: venv
 	$(VENV)/bin/pdeladder demo
 
@@ -26,14 +30,15 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
+test: lint browser
 	$(VENV)/bin/pytest -m "not slow" -n 2
 
-test-all: lint
+test-all: lint browser
 	$(VENV)/bin/pytest -n 2
 
 bench: venv
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	for b in benchmarks/[a-z]*.py; do $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -13,8 +13,21 @@ from functools import cache
 import numpy as np
 
 
+#: Distributions known to install a module, tried before scanning every installed
+#: distribution (``packages_distributions`` reads every RECORD file: tens of seconds in a
+#: large environment, paid by every writer process).
+_KNOWN_DISTS = {"dolfinx": ("dolfinx-solver-real", "fenics-dolfinx")}
+
+
 def _dist_version(module: str) -> str | None:
     """Version of the distribution that installs top-level ``module`` (None if absent)."""
+    for dist in (*_KNOWN_DISTS.get(module, ()), module):
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    if importlib.util.find_spec(module) is None:
+        return None
     for dist in md.packages_distributions().get(module, []):
         try:
             return md.version(dist)

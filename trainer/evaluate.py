@@ -24,6 +24,7 @@ import torch
 
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
+from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.training.data import StoreBatches
 from pdeladder.trainer.training.layout import SlotLayout
@@ -109,8 +110,10 @@ def evaluate_checkpoint(
     plots = []
     for path in store.groups():
         g = store.group(path)
-        if g.family not in layout.families:
-            continue
+        if g.family not in layout.families or not set(
+            get_family(g.family).channel_names(g.grid.dim)
+        ) <= set(layout.slots):
+            continue  # a family, or a dimension of it, the model has no channel slots for
         seen = path in trained
         data = StoreBatches(
             store_url=store_url,

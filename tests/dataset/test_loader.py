@@ -1,12 +1,14 @@
 """Streaming loaders: batches, normalisation, mixed families, sharding, errors; torch and Ray."""
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from pdeladder.dataset import loader as loader_module
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
@@ -99,12 +101,20 @@ def test_shards_are_disjoint_and_even(mixed_store):
     assert _seen(again) != _seen(ranks[0])  # reshuffled per epoch
 
 
-def test_dataloader_workers_split_a_rank(mixed_store):
+def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):
     url, data = mixed_store
     ds = StoreDataset(url, batch_size=2, seed=None)
-    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
-    seen = _seen(loader)
-    assert len(seen) == len(set(seen)) >= len(data) - 2
+    # one real spawned worker: the dataset pickles, re-opens the store and streams from there
+    loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
+    assert sorted(_seen(loader)) == sorted(data)
+    # the split between workers, in this process (a worker differs only in get_worker_info)
+    parts = []
+    for worker in (0, 1):
+        info = SimpleNamespace(num_workers=2, id=worker)
+        monkeypatch.setattr(loader_module, "get_worker_info", lambda info=info: info)
+        parts.append(_seen(ds))
+    assert not set(parts[0]) & set(parts[1])
+    assert len(parts[0]) == len(parts[1]) and len(parts[0] + parts[1]) >= len(data) - 2
 
 
 def test_corrupt_chunk_stops_the_loader_naming_the_sample(mixed_store, tmp_path):

@@ -171,6 +171,11 @@ def test_refuses_newer_and_foreign_formats(tmp_path):
     )
     with pytest.raises(FormatError, match="format version 9 is newer"):
         open_store(str(tmp_path / "new"))
+    zarr.open_group(
+        str(tmp_path / "old"), mode="w", attributes={"format": "pdeladder", "format_version": 1}
+    )
+    with pytest.raises(FormatError, match=r"format version 1 is older .*; regenerate the store"):
+        open_store(str(tmp_path / "old"))
     zarr.open_group(str(tmp_path / "other"), mode="w", attributes={"title": "x"}).create_group("g")
     with pytest.raises(FormatError, match="not a pdeladder store"):
         open_store(str(tmp_path / "other"), mode="a")
@@ -206,20 +211,35 @@ def test_s3_store_through_moto(s3_bucket, heat_samples):
         open_store("s3://pdeladder-no-such-bucket/x")
 
 
+# A writer process that imports neither DOLFINx nor torch: the store needs a family's
+# description (name, channels, parameters), not its solver, so a stand-in family serves.
 _WRITER = textwrap.dedent(
     """
     import sys
-    from mpi4py import MPI
     import numpy as np
     from pdeladder.dataset.store import open_store
-    from pdeladder.solvers import Sample, SolveStats, get_family
-    heat = get_family("heat")
-    grid = heat.grid(2, 9, 5)
+    from pdeladder.solvers import Channel, Family, Parameters, Sample, SolveStats
+    from pdeladder.solvers.family import parameter
+
+    class ToyParams(Parameters):
+        k: float = parameter(1.0, 0.0, 2.0, "1", "a coefficient")
+
+    class Toy(Family):
+        name, title, equation, boundary_conditions = "toy", "Toy", "u = k", "none"
+        dims, Params, channels = (2,), ToyParams, (Channel("u", "value"),)
+
+        def solve(self, *args):
+            raise NotImplementedError
+
+        residual = manufactured_error = solve
+
+    assert "dolfinx" not in sys.modules and "torch" not in sys.modules
+    grid = Toy.grid(2, 9, 5)
     url, first = sys.argv[1], int(sys.argv[2])
-    group = open_store(url, mode="a").require_group("race", heat, grid, n_samples=8)
+    group = open_store(url, mode="a").require_group("race", Toy, grid, n_samples=8)
     for k in range(first, 8, 2):
         f = np.random.default_rng(k).normal(size=(5, 1, 9, 9, 1)).astype(np.float32)
-        group.write(k, Sample("heat", f, grid, heat.parse_params(), k, SolveStats()))
+        group.write(k, Sample("toy", f, grid, Toy.parse_params(), k, SolveStats()))
     """
 )
 
@@ -227,8 +247,14 @@ _WRITER = textwrap.dedent(
 def test_concurrent_writers_race_to_create_and_fill_one_group(tmp_path):
     url = str(tmp_path / "store")
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, url, str(first)]) for first in (0, 1)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    group = open_store(url).group("race/heat/2d_n9_t5")
+    try:
+        assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    finally:  # a writer that timed out is ended here, not left running past the test
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    group = open_store(url).group("race/toy/2d_n9_t5")
     assert group.status().tolist() == [OK] * 8
     for k in range(8):
         expected = np.random.default_rng(k).normal(size=(5, 1, 9, 9, 1)).astype(np.float32)

@@ -8,6 +8,7 @@ import zarr
 from typer.testing import CliRunner
 
 from pdeladder.dataset import cli
+from pdeladder.dataset.format import FORMAT_VERSION
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
 from pdeladder.errors import FormatError
@@ -92,12 +93,14 @@ def test_structure_problems_name_the_array(tmp_path, heat_samples):
 
 
 def test_newer_format_is_refused(tmp_path):
+    newer = FORMAT_VERSION + 1
     zarr.open_group(
-        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": 2}
+        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": newer}
     )
     result = runner.invoke(cli.app, ["verify", str(tmp_path)])
     assert isinstance(result.exception, FormatError)
-    assert "format version 2 is newer than this pdeladder reads (1)" in str(result.exception)
+    expected = f"format version {newer} is newer than this pdeladder reads ({FORMAT_VERSION})"
+    assert expected in str(result.exception)
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])

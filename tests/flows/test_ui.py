@@ -11,6 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pdeladder.dataset.store import OK, open_store
@@ -88,6 +89,16 @@ def type_into(driver, label: str, text: str, clear: bool = False) -> None:
     retrying(act)
 
 
+def flow_run_state(ui_url: str, run_id: str, timeout_s: float = 120) -> str:
+    """The run's final state type, read from the server's API."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = httpx.get(f"{ui_url}/api/flow_runs/{run_id}", timeout=10).json()["state"]["type"]
+        if state in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"} or time.monotonic() > deadline:
+            return state
+        time.sleep(1)
+
+
 def screenshot(driver, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     driver.save_screenshot(str(path))
@@ -117,18 +128,19 @@ def test_a_campaign_launched_from_the_ui_fills_the_store(
     submit = browser.find_element(By.XPATH, "//button[normalize-space()='Submit']")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", submit)
     submit.click()
-    try:
-        WebDriverWait(browser, 120).until(ec.url_contains("/runs/flow-run/"))
-    finally:
-        screenshot(browser, tmp_path, "ui-after-submit.png")
-    state = (By.XPATH, "//*[contains(@class, 'state-badge')]")
+    # The UI returns to the deployment, which lists the new run: open it and wait for its end.
+    run = (By.XPATH, "//a[contains(@href, '/runs/flow-run/')]")
+    WebDriverWait(browser, 120).until(ec.presence_of_element_located(run))
+    browser.get(browser.find_element(*run).get_attribute("href"))
+    ended = ("Completed", "Failed", "Crashed", "Cancelled")
     WebDriverWait(browser, 420, poll_frequency=2).until(
-        lambda d: any(s in d.find_element(*state).text for s in ("Completed", "Failed", "Crashed"))
+        lambda d: any(s in d.find_element(By.TAG_NAME, "body").text for s in ended)
     )
-    browser.refresh()
     time.sleep(3)  # let the run's graph and logs render for the picture
     screenshot(browser, tmp_path, "ui-flow-run.png")
-    assert "Completed" in browser.find_element(*state).text
+    assert "Completed" in browser.find_element(By.TAG_NAME, "body").text
+    run_id = browser.current_url.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+    assert flow_run_state(served, run_id) == "COMPLETED"
 
     [path] = open_store(store_url).groups()
     assert path.startswith("first/heat/1d_n9")

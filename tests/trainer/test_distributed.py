@@ -1,5 +1,11 @@
-"""Training on Ray Train with two workers on gloo: FSDP2 sharding, checkpoints, warm starts,
-self-improvement, and recovery from a worker killed mid-run."""
+"""Training on Ray Train with two workers on gloo, end to end: FSDP2 sharding, sharded
+checkpoints, recovery from a worker killed mid-run, self-improvement, a warm start with more
+modes, and `pdeladder evaluate` on the result.
+
+One curriculum run covers all of it: every Ray Train run starts a worker group (new processes
+that import torch), the dominant cost on a small machine, so the kill happens inside the run
+whose other properties are checked too.
+"""
 
 import json
 import os
@@ -7,8 +13,9 @@ import signal
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
-from pdeladder.trainer import evaluate_checkpoint
+from pdeladder.cli import app
 from pdeladder.trainer.models import load_model
 from pdeladder.trainer.training.run import train_curriculum
 
@@ -20,67 +27,72 @@ pytestmark = [
 ]
 
 
-def test_two_stages_sharded_and_warm_started(tiny, tmp_path):
+def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(tiny, tmp_path):
     spec, url, _ = tiny
-    seen = []
+    seen, killed = [], []
+
+    def kill_rank_one_once(metrics: dict) -> None:
+        seen.append(metrics)
+        if metrics["stage"] == "s1" and metrics["step"] >= 8 and not killed:
+            pid = metrics["worker_pids"][1]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    run = tmp_path / "run"
     result = train_curriculum(
         spec,
         store_url=url,
         workers=2,
-        run_dir=tmp_path,
-        log_every=2,
-        checkpoint_every=6,
+        run_dir=run,
+        log_every=1,
+        checkpoint_every=3,
+        max_failures=1,
         progress=False,
-        on_metrics=seen.append,
+        on_metrics=kill_rank_one_once,
     )
-    assert [m["step"] for m in seen if m["stage"] == "s1"][-1] == 12  # 8 supervised + 4 SI
+
+    # s1: 8 supervised + 4 self-improvement steps, finished by a new worker group that resumed
+    # from a checkpoint written before the kill (steps 3 or 6; 8 was never checkpointed)
+    s1 = [m for m in seen if m["stage"] == "s1"]
+    assert killed and s1[-1]["step"] == 12
+    assert s1[-1]["resumed_from"] in (3, 6)
+    assert killed[0] not in s1[-1]["worker_pids"]
+    assert [m["phase"] for m in s1 if m["resumed_from"] == 0][:8] == ["supervised"] * 8
+    assert s1[-1]["phase"] == "self_improvement"
     assert all(abs(m["sharded_fraction"] - 0.5) < 0.1 for m in seen)  # FSDP2 over 2 ranks
     assert all(len(set(m["worker_pids"])) == 2 for m in seen)
-    s1, s2 = (json.loads((result.stages[s] / "model.json").read_text()) for s in ("s1", "s2"))
-    assert s1["args"]["modes"] == [3, 3, 1, 1] and s2["args"]["modes"] == [4, 4, 1, 1]
-    scores = s1["metadata"]["scores"]
-    assert set(scores) == {"before", "after"}  # held-out scores around self-improvement
+
+    # stage models: modes grown by the warm start, self-improvement scored before and after
+    s1_doc, s2_doc = (
+        json.loads((result.stages[s] / "model.json").read_text()) for s in ("s1", "s2")
+    )
+    assert s1_doc["args"]["modes"] == [3, 3, 1, 1] and s2_doc["args"]["modes"] == [4, 4, 1, 1]
+    scores = s1_doc["metadata"]["scores"]
+    assert set(scores) == {"before", "after"}
     assert all(0 < v["held_out_nrmse"] < 2 and v["held_out_residual"] > 0 for v in scores.values())
     assert result.checkpoint == result.stages["s2"]
-    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == len(seen) and (tmp_path / "loss_curves.png").stat().st_size > 0
+    assert result.metrics["step"] == 4 and result.metrics["resumed_from"] == 0
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == len(seen) and (run / "loss_curves.png").stat().st_size > 0
     model, meta = load_model(result.checkpoint)
     assert meta["stage"] == "s2" and meta["step"] == 4
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
-    report = evaluate_checkpoint(result.stages["s1"], url, tmp_path / "eval")
+    # `pdeladder evaluate` on the first stage's model: its held-out samples, and the finer
+    # grid of s2 as zero-shot super-resolution
+    out = tmp_path / "eval"
+    cli = CliRunner().invoke(
+        app, ["evaluate", str(result.stages["s1"]), "--store", url, "--json", "--out", str(out)]
+    )
+    assert cli.exit_code == 0, cli.output
+    report = json.loads(cli.stdout)
     kinds = {path: r["kind"] for path, r in report["groups"].items()}
     assert kinds == {"s1/heat/1d_n17_t6": "held_out", "s2/heat/1d_n33_t6": "other_resolution"}
     for r in report["groups"].values():
         assert 0 < r["nrmse"] < 2 and r["residual_of_data"] < r["residual"]
         assert set(r["rmse_bands"]["u"]) == {"low", "mid", "high"}
-    assert (tmp_path / "eval" / "report.md").read_text().startswith("# Evaluation")
-    assert (tmp_path / "eval" / "s1__heat__1d_n17_t6.png").stat().st_size > 0
-
-
-def test_a_killed_worker_resumes_from_its_last_checkpoint(tiny, tmp_path):
-    spec, url, _ = tiny
-    killed = []
-
-    def kill_rank_one(metrics: dict) -> None:
-        if metrics["step"] >= 8 and not killed:
-            pid = metrics["worker_pids"][1]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-
-    result = train_curriculum(
-        spec,
-        stages=["s1"],
-        store_url=url,
-        workers=2,
-        run_dir=tmp_path,
-        log_every=1,
-        checkpoint_every=3,
-        max_failures=1,
-        progress=False,
-        on_metrics=kill_rank_one,
-    )
-    assert killed
-    assert result.metrics["step"] == 12
-    assert result.metrics["resumed_from"] in (3, 6)
-    assert killed[0] not in result.metrics["worker_pids"]
+    assert report["families"]["heat"]["samples"] == 2 + 6  # held out of s1, all of s2
+    assert json.loads((out / "report.json").read_text()) == report
+    assert (out / "report.md").read_text().startswith("# Evaluation")
+    for path in kinds:
+        assert (out / (path.replace("/", "__") + ".png")).stat().st_size > 0

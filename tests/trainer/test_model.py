@@ -10,6 +10,7 @@ import torch
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.layers import SpectralConv, kept_indices
+from pdeladder.trainer.layers.spectral import ModeSelection
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 
 REFERENCE = Path(__file__).parent / "data" / "operator_reference.json"
@@ -80,6 +81,54 @@ def test_spectral_layer_is_resolution_invariant_on_band_limited_input():
     with torch.no_grad():
         coarse, fine = layer(sample(16)), layer(sample(32))
     torch.testing.assert_close(coarse, fine[..., ::2, ::2, :], atol=1e-5, rtol=1e-5)
+
+
+def full_fft_reference(layer: SpectralConv, x: torch.Tensor) -> torch.Tensor:
+    """The layer's definition computed the long way: ``rfftn`` over ``(t, x, y, z)``, the
+    stored weights at their signed frequencies, everything else zero, ``irfftn``."""
+    shape = x.shape[-4:]
+    coeffs = torch.fft.rfftn(x, dim=(-4, -3, -2, -1), norm="forward")
+    weight = torch.view_as_complex(layer.weight)
+    sel = [
+        kept_indices(n, m, half=a == 3)
+        for a, (n, m) in enumerate(zip(shape, layer.modes, strict=True))
+    ]
+    for a, (fft_idx, w_idx) in enumerate(sel):
+        coeffs = coeffs.index_select(2 + a, torch.tensor(fft_idx))
+        weight = weight.index_select(2 + a, torch.tensor(w_idx))
+    mixed = torch.einsum("bitxyz,iotxyz->botxyz", coeffs, weight)
+    full = torch.zeros(x.shape[0], layer.out_channels, *shape[:3], shape[3] // 2 + 1).to(mixed)
+    grids = torch.meshgrid(*[torch.tensor(f) for f, _ in sel], indexing="ij")
+    full[(slice(None), slice(None), *grids)] = mixed
+    return torch.fft.irfftn(full, s=tuple(shape), dim=(-4, -3, -2, -1), norm="forward")
+
+
+@pytest.mark.parametrize(
+    ("shape", "modes"),
+    [
+        ((5, 9, 1, 1), (2, 3, 3, 1)),  # 1D: the half transform runs along x
+        ((4, 10, 7, 1), (3, 8, 3, 1)),  # 2D, more modes than an axis resolves
+        ((1, 8, 6, 5), (1, 2, 3, 3)),  # 3D steady: the stored half axis z
+        ((6, 1, 1, 1), (3, 3, 3, 1)),  # time only
+    ],
+)
+def test_pruned_transform_computes_the_full_fft_definition(shape, modes):
+    torch.manual_seed(2)
+    layer = SpectralConv(3, 2, modes)
+    x = torch.randn(2, 3, *shape, dtype=torch.float32, requires_grad=True)
+    y, ref = layer(x), full_fft_reference(layer, x)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
+    g = torch.autograd.grad(y.square().sum(), (x, layer.weight))
+    g_ref = torch.autograd.grad(ref.square().sum(), (x, layer.weight))
+    torch.testing.assert_close(g, g_ref, atol=1e-5, rtol=1e-4)
+
+
+def test_half_axis_is_the_last_axis_with_points():
+    assert ModeSelection.of((5, 9, 1, 1), (2, 3, 3, 1)).half == 1
+    assert ModeSelection.of((5, 9, 7, 1), (2, 3, 3, 1)).half == 2
+    assert ModeSelection.of((5, 9, 7, 4), (2, 3, 3, 2)).half == 3
+    sel = ModeSelection.of((5, 10, 8, 1), (2, 8, 3, 1))
+    assert sel.kept == ((2, 1), (5, 4), (3, 0), (1, 0)) and sel.block_shape == (3, 9, 3, 1)
 
 
 def test_growing_modes_keeps_the_function_and_adds_weights():
