@@ -12,7 +12,6 @@ from functools import cache
 
 import numpy as np
 
-
 #: Distributions known to install a module, tried before scanning every installed
 #: distribution (``packages_distributions`` reads every RECORD file: tens of seconds in a
 #: large environment, paid by every writer process).

@@ -20,6 +20,7 @@ def ray_local() -> Iterator[None]:
     import ray
 
     ray.init(
+        address="local",  # a fresh runtime, never one a `ray start` left running
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
