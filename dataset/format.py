@@ -111,7 +111,7 @@ def chunk_time(snapshots: int, channels: int, shape: tuple[int, int, int]) -> in
 
 
 def check_version(attrs: dict[str, Any], where: str) -> None:
-    """Refuse stores of another format or of a newer version than this code reads."""
+    """Refuse stores of another format, or of a version this code does not read."""
     if attrs.get("format") != FORMAT_NAME:
         raise FormatError(
             f"{where}: not a pdeladder store (attribute format={attrs.get('format')!r})"
