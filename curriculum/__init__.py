@@ -4,20 +4,38 @@
 >>> plan = plan_stage(spec, "line")                      # doctest: +SKIP
 >>> summary = materialize(spec, stages=["line"], workers=2)  # doctest: +SKIP
 
-Importing this package imports the equation families (and so DOLFINx): their parameter models
-make up the curriculum schema.
+The names below are imported on first use; the spec imports the equation families (and so
+DOLFINx), whose parameter models make up the curriculum schema.
 """
 
-from pdeladder.curriculum.loader import load_curriculum, parse_curriculum
-from pdeladder.curriculum.materialize import (
-    GroupSummary,
-    MaterializeSummary,
-    ProgressEvent,
-    materialize,
-)
-from pdeladder.curriculum.plan import GroupPlan, SampleSpec, StagePlan, plan_stage
-from pdeladder.curriculum.spec import Curriculum, Stage, Training
-from pdeladder.curriculum.weights import Weights, load_weights
+from importlib import import_module
+from typing import Any
+
+#: Public name -> submodule; imported on first use, so ``pdeladder --help`` stays fast.
+_EXPORTS = {
+    "load_curriculum": "loader",
+    "parse_curriculum": "loader",
+    "GroupSummary": "materialize",
+    "MaterializeSummary": "materialize",
+    "ProgressEvent": "materialize",
+    "materialize": "materialize",
+    "GroupPlan": "plan",
+    "SampleSpec": "plan",
+    "StagePlan": "plan",
+    "plan_stage": "plan",
+    "Curriculum": "spec",
+    "Stage": "spec",
+    "Training": "spec",
+    "Weights": "weights",
+    "load_weights": "weights",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
 
 __all__ = [
     "Curriculum",

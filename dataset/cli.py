@@ -8,8 +8,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pdeladder.dataset.store import open_store
-
 app = typer.Typer(help="Zarr stores of samples: inspect, verify, plot.", no_args_is_help=True)
 console = Console()
 
@@ -20,6 +18,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of tabl
 @app.command()
 def inspect(url: Url, as_json: AsJson = False) -> None:
     """Groups with their ok/failed/missing counts, bytes stored and compression ratio."""
+    from pdeladder.dataset.store import open_store
     from pdeladder.dataset.verify import summary
 
     store = open_store(url)
@@ -57,6 +56,7 @@ def verify(
 
     Exits 1 naming every bad sample; 2 if the store cannot be opened or has an unknown version.
     """
+    from pdeladder.dataset.store import open_store
     from pdeladder.dataset.verify import store_problems
 
     found = store_problems(open_store(url), values=not structure_only)
@@ -94,6 +94,7 @@ def plot(
 ) -> None:
     """Draw one sample's snapshots over time (the z = 0.5 slice in 3D) into a PNG."""
     from pdeladder.dataset.plot import plot_sample
+    from pdeladder.dataset.store import open_store
 
     g = open_store(url).group(group)
     path = out or Path(f"{group.replace('/', '_')}_{sample}.png")

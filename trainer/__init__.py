@@ -5,7 +5,21 @@ equation loss and a self-improvement phase.
 Python API: :func:`train_curriculum` → :class:`TrainResult`; :func:`evaluate_checkpoint` → dict.
 """
 
-from pdeladder.trainer.evaluate import evaluate_checkpoint
-from pdeladder.trainer.training.run import TrainResult, train_curriculum
+from importlib import import_module
+from typing import Any
+
+#: Public name -> module; imported on first use, so ``pdeladder --help`` stays fast.
+_EXPORTS = {
+    "evaluate_checkpoint": "pdeladder.trainer.evaluate",
+    "TrainResult": "pdeladder.trainer.training.run",
+    "train_curriculum": "pdeladder.trainer.training.run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)
+
 
 __all__ = ["TrainResult", "evaluate_checkpoint", "train_curriculum"]
