@@ -183,7 +183,7 @@ def data_campaign(campaign: Campaign) -> dict:
     logger.info("%s: %d samples in stages %s into %s", spec.name, planned, stages, store_url)
     progress = CampaignProgress(planned, f"{spec.name}: samples recorded in {store_url}")
     summaries = []
-    with ray_session(campaign.ray_address, campaign.workers):
+    with progress.bar, ray_session(campaign.ray_address, campaign.workers):
         for stage in stages:
             summaries.append(materialize_stage(spec, stage, campaign, progress))
             progress.stage_done(summaries[-1])

@@ -11,25 +11,30 @@ def submit(
     address: str,
     entrypoint: str,
     files: dict[str, str],
-    env: dict[str, str],
     folder: Path,
     metadata: dict[str, str] | None = None,
+    agent_wait_s: float = 120,
 ) -> str:
     """Submit ``entrypoint`` to the job server at ``address`` (``http://head:8265``); ``files``
-    (name -> text) are written to ``folder`` and uploaded as the job's working directory."""
+    (name -> text) are written to ``folder`` and uploaded as the job's working directory. A
+    cluster whose job agent is not up yet is asked again for up to ``agent_wait_s``."""
     from ray.job_submission import JobSubmissionClient
 
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
-    try:
-        client = JobSubmissionClient(address)
-        return client.submit_job(
-            entrypoint=entrypoint,
-            runtime_env={"working_dir": str(folder), "env_vars": env},
-            metadata=metadata or {},
-        )
-    except (ConnectionError, RuntimeError) as err:
-        raise ServiceError(f"cannot submit a Ray job to {address}: {err}") from None
+    deadline = time.monotonic() + agent_wait_s
+    while True:
+        try:
+            return JobSubmissionClient(address).submit_job(
+                entrypoint=entrypoint,
+                runtime_env={"working_dir": str(folder)},  # env_vars would clash with the driver's
+                metadata=metadata or {},
+            )
+        except (ConnectionError, RuntimeError) as err:
+            # A cluster that has just started has no job agent yet: Ray asks to try again.
+            if "try again later" not in str(err) or time.monotonic() > deadline:
+                raise ServiceError(f"cannot submit a Ray job to {address}: {err}") from None
+            time.sleep(2)
 
 
 def follow(

@@ -164,7 +164,6 @@ def train_as_ray_job(run: TrainRun, feed: MetricsFeed) -> dict[str, Any]:
             run.ray_address,
             train_command(run, "curriculum.yaml"),
             {"curriculum.yaml": run.yaml_text()},
-            {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"},
             Path(folder),
             {"prefect_flow_run_id": str(flow_run.get_id())},
         )
@@ -184,10 +183,11 @@ def train(run: TrainRun) -> dict[str, Any]:
         spec.stage(name)  # an unknown stage fails here, naming the available ones
     feed = MetricsFeed(spec, stages, get_run_logger().info)
     retrying = {"retries": run.retries, "retry_delay_seconds": exponential_backoff(30)}
-    if run.mode == TrainMode.ray_job:
-        result = train_as_ray_job.with_options(**retrying)(run, feed)
-    else:
-        result = train_here.with_options(**retrying)(spec, run, feed)
+    with feed.bar:
+        if run.mode == TrainMode.ray_job:
+            result = train_as_ray_job.with_options(**retrying)(run, feed)
+        else:
+            result = train_here.with_options(**retrying)(spec, run, feed)
     create_table_artifact(
         feed.last_per_stage(), key="train-metrics", description=f"{spec.name}: last metrics"
     )

@@ -28,6 +28,8 @@ def test_worse_families_get_more_of_the_next_budget():
 
 
 @pytest.mark.usefixtures("prefect_server", "ray_local")
+# Ray Data's context warns about its own deprecated option inside Ray Train (as in tests/trainer).
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 def test_the_loop_solves_trains_evaluates_and_steers(tiny_spec: Path, tmp_path: Path, artifacts):
     loop = Loop(
         curriculum=str(tiny_spec),

@@ -94,7 +94,7 @@ def test_kuberay_rayjob_runs_a_real_cli_command():
     spec = doc["spec"]
     assert spec["submissionMode"] in {"K8sJobMode", "HTTPMode", "SidecarMode", "InteractiveMode"}
     assert spec["shutdownAfterJobFinishes"] is True
-    assert yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"]["OMP_NUM_THREADS"] == "1"
+    assert "runtimeEnvYAML" not in spec  # its env_vars would clash with the training driver's
     check_ray_cluster_spec(spec["rayClusterSpec"])
     check_command(spec["entrypoint"])
     assert (ROOT / shlex.split(spec["entrypoint"])[2]).is_file()  # the curriculum is in the image
