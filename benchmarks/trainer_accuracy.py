@@ -20,8 +20,8 @@ import json
 import time
 from pathlib import Path
 
+from pdeladder.curriculum.generation import materialize
 from pdeladder.curriculum.loader import parse_curriculum
-from pdeladder.curriculum.materialize import materialize
 from pdeladder.trainer import evaluate_checkpoint, train_curriculum
 
 CURRICULUM = """

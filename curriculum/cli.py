@@ -20,7 +20,7 @@ from rich.table import Table
 from pdeladder.errors import UserInputError
 
 if TYPE_CHECKING:
-    from pdeladder.curriculum.materialize import MaterializeSummary, ProgressEvent
+    from pdeladder.curriculum.generation import MaterializeSummary, ProgressEvent
 
 app = typer.Typer(
     help="Curricula: validate, plan and materialize stages of samples.", no_args_is_help=True
@@ -166,7 +166,7 @@ def run_materialize(
     retry_failed: bool,
     as_json: bool,
 ) -> "MaterializeSummary":
-    from pdeladder.curriculum.materialize import materialize
+    from pdeladder.curriculum.generation import materialize
 
     columns = (
         TextColumn("{task.description}"),

@@ -1,6 +1,6 @@
 """The ``data-campaign`` flow: solve a curriculum's stages into a Zarr store on a Ray actor pool.
 
-One task per stage drives the pool through :func:`pdeladder.curriculum.materialize.materialize`;
+One task per stage drives the pool through :func:`pdeladder.curriculum.generation.materialize`;
 a progress artifact follows every finished sample, and the run ends with a table artifact (per
 group: ok, failed, skipped, DOF-steps/s, bytes) and a markdown artifact with a picture of one
 sample per group. Reruns and retries skip the samples the store already records.
@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 from pydantic import Field
 
-from pdeladder.curriculum.materialize import (
+from pdeladder.curriculum.generation import (
     MaterializeSummary,
     ProgressEvent,
     materialize,

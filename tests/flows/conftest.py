@@ -77,8 +77,8 @@ def tiny_spec(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory: pytest.TempPathFactory, ray_local: None) -> str:
     """A store with the tiny curriculum's first stage solved (on the session's Ray runtime)."""
+    from pdeladder.curriculum.generation import materialize
     from pdeladder.curriculum.loader import parse_curriculum
-    from pdeladder.curriculum.materialize import materialize
 
     url = str(tmp_path_factory.mktemp("tiny") / "store.zarr")
     summary = materialize(parse_curriculum(TINY), stages=["first"], store_url=url, workers=2)
