@@ -2,10 +2,12 @@
 
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -99,7 +101,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def ray_head() -> Iterator[str]:
     """A real Ray head on 127.0.0.1 with its dashboard (the job server); yields its http URL.
 
     ``ray start`` runs in a session of its own, and every daemon it starts stays in its process
@@ -108,7 +110,9 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     ray = str(Path(sys.executable).parent / "ray")
     port, dashboard = unused_port(), unused_port()
-    temp = tmp_path_factory.mktemp("ray")
+    # Short: Ray's unix sockets live below it, and AF_UNIX paths are limited to 107 bytes
+    # (pytest's tmp paths under xdist are too long).
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = os.environ | {
         "RAY_USAGE_STATS_ENABLED": "0",
         "OMP_NUM_THREADS": "1",
@@ -127,6 +131,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{dashboard}"
     finally:
         stop_group(proc.pid)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def stop_group(pgid: int, grace_s: float = 10.0) -> None:

@@ -106,6 +106,7 @@ def screenshot(driver, tmp_path: Path, name: str) -> None:
         shutil.copy(path, Path(folder) / name)
 
 
+@pytest.mark.slow  # a served deployment plus its own Ray runtime: unreliable beside the parallel suite
 def test_a_campaign_launched_from_the_ui_fills_the_store(
     served: str, browser, tiny_spec: Path, tmp_path: Path
 ):
