@@ -5,11 +5,9 @@ top-level commands (``solve``, ``train``, ``evaluate``); this module only assemb
 :class:`~pdeladder.errors.PdeladderError` into a one-line message and exit code 2.
 """
 
-import sys
-
 import typer
 
-from pdeladder.errors import PdeladderError
+from pdeladder.errors import exit_on_error
 
 app = typer.Typer(
     name="pdeladder",
@@ -49,8 +47,4 @@ _register()
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        app()
-    except PdeladderError as err:
-        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
-        sys.exit(2)
+    exit_on_error(app)

@@ -4,6 +4,9 @@ Every error a user can cause derives from :class:`PdeladderError`; the CLI turns
 one-line message and exit code 2. Messages say what was wrong, where, and what to do.
 """
 
+import sys
+from collections.abc import Callable
+
 
 class PdeladderError(Exception):
     """Base of every error pdeladder raises on purpose."""
@@ -42,3 +45,15 @@ class CurriculumError(UserInputError):
 
 class ServiceError(PdeladderError, RuntimeError):
     """A service (Prefect server, Ray cluster or job) cannot be started, reached or used."""
+
+
+def exit_on_error(command: Callable[[], object]) -> None:
+    """Run a command-line entry point; a :class:`PdeladderError` becomes one red line on stderr
+    and exit code 2 (tracebacks are for bugs, not for bad input)."""
+    try:
+        command()
+    except PdeladderError as err:
+        import typer
+
+        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
+        sys.exit(2)

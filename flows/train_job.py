@@ -3,13 +3,12 @@
 result, as one JSON line each, which the flow follows in the job's log."""
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pdeladder.errors import PdeladderError
+from pdeladder.errors import exit_on_error
 
 
 def train_job(
@@ -46,11 +45,7 @@ def train_job(
 
 
 def main() -> None:
-    try:
-        typer.run(train_job)
-    except PdeladderError as err:
-        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
-        sys.exit(2)
+    exit_on_error(lambda: typer.run(train_job))
 
 
 if __name__ == "__main__":
