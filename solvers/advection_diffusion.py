@@ -55,7 +55,7 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 #: Courant number of the internal time steps, max|b| τ / h.
 COURANT = 1.0
@@ -101,6 +101,13 @@ class AdvectionDiffusion(Family):
     def channels_for(cls, dim: int) -> tuple[Channel, ...]:
         return cls.channels[: 1 + dim]
 
+    def initial_fields(
+        self, params: AdvectionDiffusionParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        velocity = wall_bounded_velocity(grid, params.velocity_length_scale, params.speed, rng)
+        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
+
     def solve(
         self,
         params: AdvectionDiffusionParams,
@@ -109,8 +116,8 @@ class AdvectionDiffusion(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        velocity = wall_bounded_velocity(grid, params.velocity_length_scale, params.speed, rng)
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        initial = self.initial_fields(params, grid, rng)
+        u0, velocity = initial[0], initial[1:]
         msh = grid_mesh(comm, grid)
         b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (grid.dim,))))
         GridSampler(b.function_space, grid).from_grid(b, velocity)
@@ -227,7 +234,7 @@ def wall_bounded_velocity(
     """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
 
     2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
-    random field of ``length_scale`` times ``Π 4 x_i (1 - x_i)``, which vanishes on the walls, so
+    random field of ``length_scale`` times the :func:`wall_bubble`, which vanishes on the walls, so
     the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
     differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
     of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
@@ -238,14 +245,13 @@ def wall_bounded_velocity(
     """
     if grid.dim == 1:
         return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
-    x = grid.mesh_grid()[: grid.dim]
-    window = np.prod(4 * x * (1 - x), axis=0)  # exactly zero on the walls
+    bubble = wall_bubble(grid)
 
     def d(f: np.ndarray, a: int) -> np.ndarray:
         return np.gradient(f, grid.h, axis=a, edge_order=2)
 
     def potential() -> np.ndarray:
-        return gaussian_random_field(grid.shape, length_scale, rng) * window
+        return gaussian_random_field(grid.shape, length_scale, rng) * bubble
 
     if grid.dim == 2:
         psi = potential()

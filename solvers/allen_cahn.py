@@ -41,29 +41,18 @@ import numpy as np
 import torch
 import ufl
 from dolfinx import fem
-from dolfinx.fem.petsc import assemble_matrix, assemble_vector
-from petsc4py import PETSc
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
-from pdeladder.solvers.fem import (
-    GridSampler,
-    box_mesh,
-    choose_solver,
-    grid_mesh,
-    make_ksp,
-    solve_checked,
-)
+from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
 from pdeladder.solvers.random_fields import gaussian_random_field
 
 #: Stabilisation constant S of the semi-implicit scheme (half the Lipschitz constant of u - u³
 #: on [-1, 1]): energy stable for every step, maximum principle for steps up to 1.
 STABILISATION = 1.0
-
-#: Measure of lumped-mass (vertex-quadrature) integrals: the P1 mass matrix becomes diagonal.
-VERTEX_QUADRATURE = {"quadrature_rule": "vertex", "quadrature_degree": 1}
 
 
 class AllenCahnParams(Parameters):
@@ -89,6 +78,12 @@ class AllenCahn(Family):
         "time": {"steps": (8, 16, 32), "cells": 32},
     }
 
+    def initial_fields(
+        self, params: AllenCahnParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        return (u0 * (params.ic_amplitude / np.abs(u0).max()))[None]  # (1, X, Y, Z)
+
     def solve(
         self,
         params: AllenCahnParams,
@@ -97,8 +92,7 @@ class AllenCahn(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-        u0 *= params.ic_amplitude / np.abs(u0).max()
+        u0 = self.initial_fields(params, grid, rng)
         msh = grid_mesh(comm, grid)
         # Internal steps no longer than the grid spacing h (time and space refine together).
         every = math.ceil(grid.dt / grid.h - 1e-9)
@@ -165,64 +159,6 @@ class AllenCahn(Family):
         t.value = t_end
         err = fem.form((state["u"] - exact) ** 2 * ufl.dx(metadata={"quadrature_degree": 4}))
         return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-class LumpedDiffusion:
-    """The linear system ``(σ M_L + κ K) x = M_L r`` for P1 on ``V``, assembled and factorized
-    (or preconditioned) once and solved once per time step.
-
-    ``M_L`` is the lumped (vertex-quadrature) mass matrix, diagonal with entries ``mass``; ``K``
-    the stiffness matrix. On the structured box meshes the matrix is an M-matrix with row sums
-    ``σ m_i``, so ``min r / σ <= x <= max r / σ``: a discrete maximum principle. ``r`` and
-    ``mass`` are the values of the dofs owned by this rank.
-    """
-
-    def __init__(self, V: fem.FunctionSpace, sigma: float, kappa: float, name: str):
-        msh = V.mesh
-        u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
-        lumped = ufl.dx(metadata=VERTEX_QUADRATURE)
-        # Constants, not floats, so that one compiled form serves every σ and κ.
-        sigma_c, kappa_c = fem.Constant(msh, sigma), fem.Constant(msh, kappa)
-        a = (
-            sigma_c * ufl.inner(u, v) * lumped
-            + kappa_c * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
-        )
-        self.A = assemble_matrix(fem.form(a))
-        self.A.assemble()
-        m = assemble_vector(fem.form(v * lumped))
-        m.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
-        self.mass = m.array.copy()
-        m.destroy()
-        self.dofs = V.dofmap.index_map.size_global
-        self.solver = choose_solver("mass", msh.topology.dim, self.dofs)
-        self.ksp = make_ksp(msh.comm, self.A, self.solver, prefix=f"{name}_{id(self.A)}_")
-        self.rhs = self.A.createVecRight()
-
-    def solve(self, r: np.ndarray, u: fem.Function) -> int:
-        """Set ``u`` to the solution for the right-hand side ``M_L r``; returns the iterations."""
-        self.rhs.array[:] = self.mass * r
-        iterations = solve_checked(self.ksp, self.rhs, u.x.petsc_vec)
-        u.x.scatter_forward()
-        return iterations
-
-    def destroy(self) -> None:
-        for obj in (self.ksp, self.A, self.rhs):
-            obj.destroy()
-
-
-class VertexSource:
-    """Owned vertex values of a UFL source ``f(x, t)`` on a P1 space, with ``t`` a
-    :class:`dolfinx.fem.Constant` in ``f``: the lumped load is ``mass * values``."""
-
-    def __init__(self, V: fem.FunctionSpace, f: Any, t: fem.Constant):
-        self.t, self.fh = t, fem.Function(V)
-        self.expr = fem.Expression(f, V.element.interpolation_points)
-        self.owned = V.dofmap.index_map.size_local
-
-    def __call__(self, time: float) -> np.ndarray:
-        self.t.value = time
-        self.fh.interpolate(self.expr)
-        return self.fh.x.array[: self.owned]
 
 
 def run_stabilised_euler(

@@ -54,7 +54,7 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 
 class BurgersParams(Parameters):
@@ -93,6 +93,17 @@ class Burgers(Family):
     def channels_for(cls, dim: int) -> tuple[Channel, ...]:
         return cls.channels[:dim]
 
+    def initial_fields(
+        self, params: BurgersParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        amplitude = params.ic_amplitude * wall_bubble(grid)
+        return np.stack(
+            [
+                amplitude * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+                for _ in range(grid.dim)
+            ]
+        )  # (dim, X, Y, Z)
+
     def solve(
         self,
         params: BurgersParams,
@@ -101,16 +112,7 @@ class Burgers(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        x = grid.mesh_grid()[: grid.dim]
-        bubble = np.prod(4 * x * (1 - x), axis=0)
-        u0 = np.stack(
-            [
-                params.ic_amplitude
-                * bubble
-                * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-                for _ in range(grid.dim)
-            ]
-        )  # (dim, X, Y, Z)
+        u0 = self.initial_fields(params, grid, rng)
         speed = float(np.sqrt(np.sum(u0**2, axis=0)).max())
         # At least one step per grid spacing of time (as heat) and an advective CFL number <= 1.
         tau_max = grid.h * min(grid.t_end, 1.0 / speed) if speed > 0 else grid.h * grid.t_end

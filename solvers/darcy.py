@@ -78,6 +78,14 @@ class Darcy(Family):
         "space_3d": {"cells": (4, 8, 16), "steps": 1},
     }
 
+    def initial_fields(
+        self, params: DarcyParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        a = gaussian_random_field(
+            grid.shape, params.length_scale, rng, std=params.log_permeability_std
+        )
+        return np.stack([a, np.zeros_like(a)])  # (2, X, Y, Z): the pressure is the solve's
+
     def solve(
         self,
         params: DarcyParams,
@@ -86,9 +94,7 @@ class Darcy(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        a = gaussian_random_field(
-            grid.shape, params.length_scale, rng, std=params.log_permeability_std
-        )
+        a = self.initial_fields(params, grid, rng)[0]
         msh = grid_mesh(comm, grid)
         V = fem.functionspace(msh, ("Lagrange", 1))
         sampler = GridSampler(V, grid)

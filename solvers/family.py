@@ -1,9 +1,10 @@
 """What every equation family provides, and the sample it produces (no DOLFINx import here).
 
-A family (one module in ``solvers/``) owns its parameter model, weak form and time stepping,
-channel names and roles, boundary-condition description, a manufactured solution for its
-convergence study, and its strong-form residual on the grid in pure torch, so the physics is
-written once, next to the solver it must agree with.
+A family (one module in ``solvers/``) owns its parameter model, the random draw of its initial
+state and coefficient fields, weak form and time stepping, channel names and roles,
+boundary-condition description, a manufactured solution for its convergence study, and its
+strong-form residual on the grid in pure torch, so the physics is written once, next to the
+solver it must agree with.
 """
 
 import math
@@ -136,8 +137,13 @@ class Sample:
         return self.stats.status == "ok"
 
 
+def sample_generator(seed: int) -> np.random.Generator:
+    """The generator that every random quantity of the sample with ``seed`` is drawn from."""
+    return np.random.default_rng(seed)
+
+
 class Family(ABC):
-    """An equation family. Subclasses set the class attributes and implement the three methods.
+    """An equation family. Subclasses set the class attributes and implement the four methods.
 
     Class attributes:
         name: registry name (``heat``, ``navier_stokes``, ...).
@@ -169,7 +175,20 @@ class Family(ABC):
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
 
-    # -- the three things a family implements -------------------------------------------------
+    # -- the four things a family implements --------------------------------------------------
+
+    @abstractmethod
+    def initial_fields(
+        self, params: Parameters, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Snapshot 0 of a sample, drawn from ``rng`` without solving: float64 ``(C, X, Y, Z)``
+        in :meth:`channels_for` order, the initial state and the coefficient (input) fields.
+        Channels that only the solve determines (a steady family's outputs) are zero.
+
+        :meth:`solve` starts from exactly these values: it draws them with this method, first,
+        from its own ``rng`` (or, where the initial state is itself a discrete projection, with
+        the same code on its own mesh).
+        """
 
     @abstractmethod
     def solve(
@@ -177,9 +196,10 @@ class Family(ABC):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Solve one sample on ``comm`` and sample it onto ``grid``.
 
-        Draw every random quantity (initial condition, coefficient fields) from ``rng``; count
-        steps and iterations into ``stats``; raise :class:`~pdeladder.errors.SolveError` when a
-        solve fails. Returns float32 ``(T, C, X, Y, Z)`` (identical on every rank) and provenance.
+        Draw the initial state and coefficient fields with :meth:`initial_fields` from ``rng``;
+        count steps and iterations into ``stats``; raise :class:`~pdeladder.errors.SolveError`
+        when a solve fails. Returns float32 ``(T, C, X, Y, Z)`` (identical on every rank) and
+        provenance.
         """
 
     @abstractmethod
@@ -251,6 +271,12 @@ class Family(ABC):
             raise UserInputError(f"{cls.name} is time-dependent: snapshots must be >= 2")
         return Grid(dim, resolution, snapshots, 0.0 if cls.steady else (t_end or cls.t_end))
 
+    def draw_inputs(self, params: Parameters, grid: Grid, seed: int) -> np.ndarray:
+        """Snapshot 0 of the sample ``(params, grid, seed)`` without solving it: float32
+        ``(C, X, Y, Z)``, bitwise what :meth:`run` stores as snapshot 0 in its initial-state and
+        input channels (zero in the channels only a solve determines)."""
+        return self.initial_fields(params, grid, sample_generator(seed)).astype(np.float32)
+
     def run(self, params: Parameters, grid: Grid, seed: int, comm: Any = None) -> Sample:
         """Solve one sample; a failed solve comes back with ``status="failed"`` and a reason,
         never as data. Content depends only on (family, params, grid, seed)."""
@@ -263,7 +289,7 @@ class Family(ABC):
         fields: np.ndarray | None = None
         provenance: dict[str, Any] = {}
         try:
-            fields, provenance = self.solve(params, grid, np.random.default_rng(seed), comm, stats)
+            fields, provenance = self.solve(params, grid, sample_generator(seed), comm, stats)
             if not np.all(np.isfinite(fields)):
                 raise SolveError("non-finite values (NaN/Inf) in the solution")
             expected = (grid.snapshots, len(self.channels_for(grid.dim)), *grid.shape)

@@ -43,10 +43,10 @@ from dolfinx import fem
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers import stencils
-from pdeladder.solvers.allen_cahn import LumpedDiffusion, VertexSource
 from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
 from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
 
 #: Longest internal time step (well inside the positivity bound 1 / (1 + F)).
 TAU_MAX = 0.5
@@ -85,6 +85,12 @@ class GrayScott(Family):
         "time": {"steps": (8, 16, 32), "cells": 32},
     }
 
+    def initial_fields(
+        self, params: GrayScottParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        size, count = params.perturbation_size, round(params.perturbation_count)
+        return np.stack(seeded_spots(grid, size, count, rng))  # (2, X, Y, Z)
+
     def solve(
         self,
         params: GrayScottParams,
@@ -93,7 +99,7 @@ class GrayScott(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0, v0 = seeded_spots(grid, params.perturbation_size, round(params.perturbation_count), rng)
+        u0, v0 = self.initial_fields(params, grid, rng)
         msh = grid_mesh(comm, grid)
         # Internal steps at most TAU_MAX and at most one grid spacing of time (t_end * h).
         every = max(

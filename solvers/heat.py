@@ -69,6 +69,11 @@ class Heat(Family):
         "time": {"steps": (8, 16, 32), "cells": 48},
     }
 
+    def initial_fields(
+        self, params: HeatParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        return gaussian_random_field(grid.shape, params.ic_length_scale, rng)[None]  # (1, X, Y, Z)
+
     def solve(
         self,
         params: HeatParams,
@@ -77,7 +82,7 @@ class Heat(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        u0 = self.initial_fields(params, grid, rng)
         msh = grid_mesh(comm, grid)
         # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
         every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))

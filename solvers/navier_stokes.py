@@ -68,7 +68,7 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 
 class NavierStokesParams(Parameters):
@@ -109,6 +109,37 @@ class NavierStokes(Family):
     def channels_for(cls, dim: int) -> tuple[Channel, ...]:
         return (*cls.channels[:dim], cls.channels[-1])
 
+    def initial_fields(
+        self, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        flow, _ = self.start(params, grid, rng, MPI.COMM_SELF)
+        try:
+            return flow.sample(GridSampler(flow.V, grid), GridSampler(flow.Q, grid))
+        finally:
+            flow.close()
+
+    def start(
+        self,
+        params: NavierStokesParams,
+        grid: Grid,
+        rng: np.random.Generator,
+        comm: MPI.Comm,
+        stats: SolveStats | None = None,
+    ) -> tuple["TaylorHoodFlow", int]:
+        """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
+        initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
+        (about one per grid spacing of time, ``tau ~ h * t_end``), which set its time step."""
+        potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
+        every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+        steps = every * (grid.snapshots - 1)
+        flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)
+        try:
+            flow.start_from_potential(potential, fine, stats)
+        except BaseException:
+            flow.close()
+            raise
+        return flow, every
+
     def solve(
         self,
         params: NavierStokesParams,
@@ -117,14 +148,9 @@ class NavierStokes(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
-        msh = grid_mesh(comm, grid)
-        # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
-        every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+        flow, every = self.start(params, grid, rng, comm, stats)
         steps = every * (grid.snapshots - 1)
-        flow = TaylorHoodFlow(msh, 1.0 / params.reynolds, grid.t_end / steps)
         try:
-            flow.start_from_potential(potential, fine, stats)
             samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
             frames = [flow.sample(*samplers)]
             for n in range(1, steps + 1):
@@ -141,7 +167,7 @@ class NavierStokes(Family):
             "element": "Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
             "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
             "time_step": flow.tau,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+            "mesh": f"{flow.msh.topology.cell_name()} {grid.cells}^{grid.dim}",
             "linear_solver": f"{flow.solver} (MUMPS), refactorized each step",
             "initial_condition": "divergence-free L2 projection of curl(ξ w²)",
         }
@@ -429,15 +455,14 @@ class TaylorHoodFlow:
 def random_potential(
     dim: int, cells: int, length_scale: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, Grid]:
-    """A random stream function (2D) or vector potential (3D) ``ξ w²`` whose curl vanishes on
-    the walls, on the grid of twice the resolution of a mesh with ``cells`` cells per axis: its
+    """A random stream function (2D) or vector potential (3D) ``ξ w²`` (``w`` the
+    :func:`wall_bubble`) whose curl vanishes on the walls, on the grid of twice the resolution of a mesh with ``cells`` cells per axis: its
     points are exactly the P2 dofs of that mesh (vertices and edge midpoints).
 
     Returns the potential ``(1 or 3, X, Y, Z)`` and that grid.
     """
     fine = Grid(dim, 2 * cells + 1, 1, 0.0)
-    x = fine.mesh_grid()[:dim]
-    envelope = np.prod(16 * x**2 * (1 - x) ** 2, axis=0)  # w², w = Π 4 x_i (1 - x_i)
+    envelope = wall_bubble(fine) ** 2
     components = 1 if dim == 2 else 3
     potential = np.stack(
         [envelope * gaussian_random_field(fine.shape, length_scale, rng) for _ in range(components)]

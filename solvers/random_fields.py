@@ -1,4 +1,5 @@
-"""Seeded random fields on the regular grid (pure numpy).
+"""Seeded random fields on the regular grid, and the wall bubble that makes them vanish on the
+walls (pure numpy).
 
 Gaussian random fields are sampled spectrally with a squared-exponential covariance
 ``C(r) = σ² exp(-r² / (2 ℓ²))``. On a non-periodic box the field is drawn on a periodic box twice
@@ -7,6 +8,8 @@ as long per axis and cropped, so no periodic wrap-around correlation remains. Th
 """
 
 import numpy as np
+
+from pdeladder.solvers.grid import Grid
 
 
 def gaussian_random_field(
@@ -56,6 +59,17 @@ def gaussian_random_field(
     field = std * np.fft.ifftn(noise * np.sqrt(spectrum / total), norm="forward").real
     crop = tuple(slice(0, n) for n in active)
     return field[crop].reshape(shape)
+
+
+def wall_bubble(grid: Grid) -> np.ndarray:
+    """The wall bubble ``b = Π_i 4 x_i (1 - x_i)`` (product over the grid's ``dim`` axes) at the
+    grid points: 1 at the centre, exactly 0 on the walls.
+
+    Returns:
+        float64 ``(X, Y, Z)``.
+    """
+    x = grid.mesh_grid()[: grid.dim]
+    return np.prod(4 * x * (1 - x), axis=0)
 
 
 def divergence_free_field(

@@ -90,6 +90,19 @@ class FamilyContract:
         other = fam.run(sample.params, sample.grid, seed=sample.seed + 1)
         assert not np.array_equal(other.fields, sample.fields)
 
+    def test_drawn_inputs_are_the_solves_snapshot_zero(self, fam: Family, sample) -> None:
+        drawn = fam.draw_inputs(sample.params, sample.grid, sample.seed)
+        assert drawn.dtype == np.float32 and drawn.shape == sample.fields.shape[1:]
+        # The initial state and inputs; a steady family's snapshot 0 is its solution, of which
+        # only the input channels are drawn, and the rest is zero.
+        drawn_channels = np.array(
+            [not fam.steady or c.role == "input" for c in fam.channels_for(sample.grid.dim)]
+        )
+        np.testing.assert_array_equal(drawn[drawn_channels], sample.fields[0, drawn_channels])
+        assert not np.any(drawn[~drawn_channels])
+        other = fam.draw_inputs(sample.params, sample.grid, sample.seed + 1)
+        assert not np.array_equal(other[drawn_channels], drawn[drawn_channels])
+
     # -- the residual agrees with the solver -------------------------------------------------
 
     def residual_rms(self, fam: Family, fields: np.ndarray, params, grid) -> float:

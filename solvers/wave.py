@@ -55,7 +55,7 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 #: Courant number c τ / h of the stored samples' internal steps: Crank–Nicolson is stable for
 #: any step, this keeps its phase error small on the waves the grid resolves.
@@ -85,6 +85,12 @@ class Wave(Family):
         "time": {"steps": (8, 16, 32), "cells": 8},
     }
 
+    def initial_fields(
+        self, params: WaveParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        u0 = wall_bubble(grid) * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        return np.stack([u0, np.zeros_like(u0)])  # (2, X, Y, Z): plucked, at rest
+
     def solve(
         self,
         params: WaveParams,
@@ -93,17 +99,15 @@ class Wave(Family):
         comm: MPI.Comm,
         stats: SolveStats,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        x = grid.mesh_grid()[: grid.dim]
-        u0 = np.prod(4 * x * (1 - x), axis=0) * gaussian_random_field(
-            grid.shape, params.ic_length_scale, rng
-        )
+        u0, v0 = self.initial_fields(params, grid, rng)
         c = params.wave_speed
         every = max(1, math.ceil(grid.dt * c / (COURANT * grid.h)))
         steps = every * (grid.snapshots - 1)
         frames = []
 
         def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-            sampler.from_grid(u, u0)  # v stays 0
+            sampler.from_grid(u, u0)
+            sampler.from_grid(v, v0)
 
         def keep(n: int, u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
             if n % every == 0:

@@ -8,8 +8,8 @@ import ufl
 from dolfinx import fem
 
 from pdeladder.solvers import get_family
-from pdeladder.solvers.allen_cahn import VERTEX_QUADRATURE
 from pdeladder.solvers.fem import GridSampler, grid_mesh
+from pdeladder.solvers.lumped_mass import VERTEX_QUADRATURE
 from pdeladder.solvers.testing import FamilyContract
 
 

@@ -11,7 +11,11 @@ from pdeladder.errors import UserInputError
 from pdeladder.solvers import stencils
 from pdeladder.solvers.fem import GridSampler, grid_mesh
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import divergence_free_field, gaussian_random_field
+from pdeladder.solvers.random_fields import (
+    divergence_free_field,
+    gaussian_random_field,
+    wall_bubble,
+)
 
 
 def test_grid_shapes_times_and_validation():
@@ -43,6 +47,17 @@ def test_gaussian_random_field_is_seeded_unit_variance_and_smooth_at_its_length_
         return float(np.mean(np.diff(f, axis=1) ** 2))
 
     assert roughness(0.05) / roughness(0.2) == pytest.approx(16, rel=0.35)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_wall_bubble_is_one_at_the_centre_and_zero_on_the_walls(dim):
+    grid = Grid(dim, 5, 1, 0.0)
+    b = wall_bubble(grid)
+    assert b.shape == grid.shape and b[(2,) * dim].item() == 1.0
+    inside = tuple(slice(1, -1) if n > 1 else slice(None) for n in grid.shape)
+    walls = np.ones(grid.shape, dtype=bool)
+    walls[inside] = False
+    assert np.all(b[walls] == 0.0) and np.all(b[inside] > 0.0)
 
 
 @pytest.mark.parametrize("dim", [2, 3])

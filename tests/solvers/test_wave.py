@@ -10,7 +10,7 @@ from dolfinx import fem
 from pdeladder.solvers import get_family
 from pdeladder.solvers.fem import GridSampler, grid_mesh
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 from pdeladder.solvers.testing import FamilyContract
 from pdeladder.solvers.wave import run_crank_nicolson
 
@@ -35,9 +35,7 @@ def energy(u: fem.Function, v: fem.Function, c: float) -> fem.Form:
 def random_state(grid: Grid, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Smooth random displacement and velocity, zero on the walls: ``(X, Y, Z)`` each."""
     rng = np.random.default_rng(seed)
-    x = grid.mesh_grid()[: grid.dim]
-    bubble = np.prod(4 * x * (1 - x), axis=0)
-    return tuple(bubble * gaussian_random_field(grid.shape, 0.15, rng) for _ in range(2))
+    return tuple(wall_bubble(grid) * gaussian_random_field(grid.shape, 0.15, rng) for _ in range(2))
 
 
 def run(grid: Grid, c: float, steps: int, u0: np.ndarray, v0: np.ndarray, on_step) -> None:
