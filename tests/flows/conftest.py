@@ -110,6 +110,14 @@ def ray_head() -> Iterator[str]:
     """
     ray = str(Path(sys.executable).parent / "ray")
     port, dashboard = unused_port(), unused_port()
+    # Every port of its own: Ray's fixed defaults (dashboard agent 52365, client server 10001)
+    # may be taken by another Ray runtime on the machine, and a head whose dashboard agent
+    # cannot listen never accepts jobs ("No available agent to submit job").
+    own_ports = [
+        f"--{flag}={unused_port()}"
+        for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                     "runtime-env-agent-port", "metrics-export-port", "ray-client-server-port")
+    ]  # fmt: skip
     # Short: Ray's unix sockets live below it, and AF_UNIX paths are limited to 107 bytes
     # (pytest's tmp paths under xdist are too long).
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
@@ -121,7 +129,7 @@ def ray_head() -> Iterator[str]:
     cmd = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
            f"--dashboard-port={dashboard}", "--num-cpus=2", f"--temp-dir={temp}",
-           "--disable-usage-stats"]  # fmt: skip
+           "--disable-usage-stats", *own_ports]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:

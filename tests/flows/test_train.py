@@ -8,9 +8,7 @@ import pytest
 from pdeladder.errors import ServiceError
 from pdeladder.flows.train import TrainMode, TrainRun, train
 
-# Slow: a second Ray runtime (the head with its job server) beside the session's one does not
-# start reliably on 2 cores while the rest of the suite runs in parallel; run with `make test-all`.
-pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.slow]
+pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def test_training_as_a_ray_job_reports_metrics_and_a_model(

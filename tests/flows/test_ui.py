@@ -99,6 +99,13 @@ def flow_run_state(ui_url: str, run_id: str, timeout_s: float = 120) -> str:
         time.sleep(1)
 
 
+def flow_run_logs(ui_url: str, run_id: str) -> str:
+    """The run's log messages, oldest first (shown when the run did not complete)."""
+    body = {"logs": {"flow_run_id": {"any_": [run_id]}}, "sort": "TIMESTAMP_ASC", "limit": 200}
+    logs = httpx.post(f"{ui_url}/api/logs/filter", json=body, timeout=10).json()
+    return "\n".join(entry["message"] for entry in logs)
+
+
 def screenshot(driver, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     driver.save_screenshot(str(path))
@@ -106,7 +113,6 @@ def screenshot(driver, tmp_path: Path, name: str) -> None:
         shutil.copy(path, Path(folder) / name)
 
 
-@pytest.mark.slow  # a served deployment plus its own Ray runtime: unreliable beside the parallel suite
 def test_a_campaign_launched_from_the_ui_fills_the_store(
     served: str, browser, tiny_spec: Path, tmp_path: Path
 ):
@@ -139,9 +145,10 @@ def test_a_campaign_launched_from_the_ui_fills_the_store(
     )
     time.sleep(3)  # let the run's graph and logs render for the picture
     screenshot(browser, tmp_path, "ui-flow-run.png")
-    assert "Completed" in browser.find_element(By.TAG_NAME, "body").text
     run_id = browser.current_url.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
-    assert flow_run_state(served, run_id) == "COMPLETED"
+    state = flow_run_state(served, run_id)
+    assert state == "COMPLETED", f"run {state}:\n{flow_run_logs(served, run_id)[-4000:]}"
+    assert "Completed" in browser.find_element(By.TAG_NAME, "body").text
 
     [path] = open_store(store_url).groups()
     assert path.startswith("first/heat/1d_n9")
