@@ -44,6 +44,11 @@ class LossWeights(BaseModel):
 
     data: float = Field(1.0, ge=0)
     residual: float = Field(0.0, ge=0)
+    h1: bool = Field(
+        False,
+        description="measure the data term in the relative H1 norm (values plus spatial "
+        "gradients), which weights fine scales more than L2",
+    )
 
     @model_validator(mode="after")
     def _not_both_zero(self) -> "LossWeights":

@@ -127,7 +127,7 @@ def stage_config(
         "steps": tr.steps,
         "batch_size": tr.batch_size,
         "lr": tr.learning_rate.model_dump(),
-        "weights": {"data": tr.loss.data, "equation": tr.loss.residual, "h1": False},
+        "weights": {"data": tr.loss.data, "equation": tr.loss.residual, "h1": tr.loss.h1},
         "self_improvement": si.model_dump() if si else None,
         "unsolved": unsolved,
         "seed": spec.seed,
