@@ -99,7 +99,9 @@ def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
     """One batch of a single grid shape as the dict documented in :mod:`pdeladder.dataset.loader`."""
     B, C, P = len(items), len(catalog.channels), catalog.n_params
     T, _, X, Y, Z = items[0][1].shape
-    fields = np.zeros((B, T, C, X, Y, Z), dtype=np.float32)
+    # every value is written below unless some family leaves channel slots empty (zeros)
+    full = all(len(catalog.groups[ref.group].channel_slots) == C for ref, _ in items)
+    fields = (np.empty if full else np.zeros)((B, T, C, X, Y, Z), dtype=np.float32)
     channel_mask = np.zeros((B, C), dtype=bool)
     input_mask = np.zeros((B, C), dtype=bool)
     mean = np.zeros((B, C), dtype=np.float32)

@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 2, as data.
+"""The pdeladder store format, version 3, as data.
 
 The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
 the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
@@ -15,16 +15,19 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from pdeladder.errors import FormatError
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 2
-#: Versions this code reads. Version 1 kept one array per solver statistic (``stats_<name>``).
-OLDEST_READABLE_VERSION = 2
+FORMAT_VERSION = 3
+#: Versions this code reads. Version 2 checksummed with CRC-32 (zlib), version 1 also kept one
+#: array per solver statistic (``stats_<name>``).
+OLDEST_READABLE_VERSION = 3
 
 #: ``status`` values. A sample is present only if its status is OK.
 MISSING, OK, FAILED = 0, 1, 2
 STATUS_NAMES = ("missing", "ok", "failed")
 
 #: Upper bound on the bytes of one ``fields`` chunk; the time block is chosen to stay below it.
-CHUNK_TARGET_BYTES = 8 * 2**20
+#: 64 MiB keeps a whole trajectory in one chunk (one store key to read and write) up to 2D
+#: 256² with T = 41 and 6 channels, or 3D 64³ with T = 21 and 3 channels.
+CHUNK_TARGET_BYTES = 64 * 2**20
 
 #: Codecs of the ``fields`` array, by name (measured in ``benchmarks/compression.py``).
 COMPRESSIONS: dict[str, tuple[Any, ...]] = {
@@ -192,7 +195,7 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
             ("sample",),
             "uint32",
             (1,),
-            {"long_name": "CRC-32 of the sample's fields as float32 C-order bytes"},
+            {"long_name": "CRC-32C of the sample's fields as float32 little-endian C-order bytes"},
         ),
         ArraySpec(
             "moments",

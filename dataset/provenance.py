@@ -7,9 +7,9 @@ free of them.
 import importlib.metadata as md
 import importlib.util
 import re
-import zlib
 from functools import cache
 
+import google_crc32c
 import numpy as np
 
 #: Distributions known to install a module, tried before scanning every installed
@@ -58,5 +58,6 @@ def software_versions() -> dict[str, str | None]:
 
 
 def checksum(fields: np.ndarray) -> int:
-    """CRC-32 of an array's float32 C-order bytes."""
-    return zlib.crc32(np.ascontiguousarray(fields, dtype=np.float32).data) & 0xFFFFFFFF
+    """CRC-32C (Castagnoli, as in zarr's ``crc32c`` codec) of an array's float32 little-endian
+    C-order bytes; hardware-accelerated, about 20 GB/s."""
+    return google_crc32c.value(np.ascontiguousarray(fields, dtype="<f4").reshape(-1).view(np.uint8))

@@ -16,11 +16,11 @@ Example::
     group.write(3, sample)
     fields = group.read(3)  # float32 (T, C, X, Y, Z)
 
-Speed: a sample's writes (fields, params, seed, stats, provenance, reason, checksum, moments)
-are issued together through zarr's asynchronous API, in one request to zarr's event loop,
-and its status after all of them have completed; its checksum and moments are computed in a
-thread while the fields are being encoded. :func:`read_samples` reads several samples, of any
-groups of one store, the same way, so that their chunks are fetched and decoded in parallel.
+Speed: a sample's chunks are written and read as store keys (:mod:`pdeladder.dataset.chunks`),
+not through zarr's array API, whose fixed cost per call exceeds the I/O of a small chunk. A
+write is one request to zarr's event loop: the fields and records are written in one thread
+while another computes the checksum and moments, then those, then status.
+:func:`read_samples` reads the chunks of several samples in one call.
 """
 
 import asyncio
@@ -41,7 +41,9 @@ import zarr.errors
 from zarr.core.sync import sync as _zarr_sync
 from zarr.storage import FsspecStore, LocalStore
 
+from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
+from pdeladder.dataset.chunks import SampleChunks
 from pdeladder.dataset.format import FAILED, MISSING, OK, STATUS_NAMES
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
 from pdeladder.dataset.provenance import checksum, software_versions
@@ -68,16 +70,6 @@ def _run[T](coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on zarr's own event loop (where its stores' connections live), from any
     thread but that loop's; one round trip however many requests the coroutine gathers."""
     return _zarr_sync(coro)
-
-
-async def _gather(*aws: Any) -> list[Any]:
-    """``asyncio.gather`` that lets every awaitable finish before raising the first error, so
-    that nothing of a failed batch is still being written when the caller hears of it."""
-    results = await asyncio.gather(*aws, return_exceptions=True)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return results
 
 
 def _protocol(url: str) -> tuple[str, str]:
@@ -282,7 +274,7 @@ class Store:
             anode = await zarr.api.asynchronous.open_group(
                 store=node.store, path=node.path, mode="r+"
             )
-            return await _gather(*(_require_array(anode, spec, meta) for spec in specs))
+            return await chunks.gather(*(_require_array(anode, spec, meta) for spec in specs))
 
         try:
             arrays = _run(require_arrays())
@@ -430,35 +422,57 @@ class Group:
         return out
 
     def read(self, index: int) -> np.ndarray:
-        """The fields of sample ``index``, float32 ``(T, C, X, Y, Z)``.
+        """The fields of sample ``index``, float32 ``(T, C, X, Y, Z)``, read-only.
 
         Raises StoreError naming the sample unless its status is ok and its chunks decode to
         the recorded checksum.
         """
         self._check_index(index)
-        status = int(self._get("status", index))
-        if status != OK:
-            reason = f" ({self._get('reason', index)})" if status == FAILED else ""
-            raise StoreError(f"{self.where(index)}: status is {STATUS_NAMES[status]}{reason}")
-        return self.read_fields(index, int(self._get("checksum", index)))
+        status, crc, reason = self._records(index, "status", "checksum", "reason")
+        if int(status) != OK:
+            why = f" ({reason})" if int(status) == FAILED else ""
+            raise StoreError(f"{self.where(index)}: status is {STATUS_NAMES[int(status)]}{why}")
+        return self.read_fields(index, int(crc))
 
     def read_fields(self, index: int, expected_checksum: int) -> np.ndarray:
         """Read sample ``index``'s fields and check them against ``expected_checksum``; for
         callers that already hold the group's status and checksums (the loaders)."""
         return read_samples([(self, index, expected_checksum)])[0]
 
-    async def _read_fields(self, index: int) -> np.ndarray:
+    @cached_property
+    def chunks(self) -> dict[str, SampleChunks]:
+        """Per-sample arrays by name: how one sample's chunks are keyed and encoded."""
+        return {
+            spec.name: SampleChunks.of(self.node.path, spec)
+            for spec in fmt.layout(self.attrs, 0)
+            if spec.per_sample
+        }
+
+    @property
+    def _zstore(self) -> Any:
+        return self.node.store
+
+    def _records(self, index: int, *names: str) -> list[Any]:
+        """Sample ``index``'s values of one-chunk per-sample arrays (fill where never written)."""
+        specs = [self.chunks[name] for name in names]
+        raw = chunks.get(self._zstore, [spec.keys(index)[0] for spec in specs])
+        return [
+            spec.fill if r is None else spec.decode([r]) for spec, r in zip(specs, raw, strict=True)
+        ]
+
+    def _decode_fields(self, index: int, raw: list[Any], expected_checksum: int) -> np.ndarray:
+        """Sample ``index``'s fields from its chunks' bytes, checked against its checksum."""
+        if any(r is None for r in raw):
+            raise StoreError(
+                f"{self.where(index)}: a chunk of its fields is missing; rewrite the sample"
+            )
         try:
-            return await self._async("fields").getitem(index)
-        except StoreError:
-            raise
+            data = self.chunks["fields"].decode(raw)
         except Exception as err:
             raise StoreError(
                 f"{self.where(index)}: cannot read fields ({type(err).__name__}: {err}); a "
                 "chunk is corrupt or truncated"
             ) from err
-
-    def _verified(self, index: int, data: np.ndarray, expected_checksum: int) -> np.ndarray:
         if checksum(data) != expected_checksum:
             raise StoreError(
                 f"{self.where(index)}: fields do not match their checksum (a chunk is corrupt "
@@ -487,12 +501,12 @@ class Group:
 
     def write(self, index: int, sample: Sample) -> None:
         """Write ``sample`` at ``index``: data, parameters, seed, statistics, checksum and
-        moments first (concurrently), then status ok once they have all completed; a failed
-        sample gets status failed and its reason. A sample that was written before is set
-        back to missing first, so no reader trusts it while it is rewritten."""
+        moments first, then status ok once they have all completed; a failed sample gets
+        status failed and its reason. A sample that was written before is set back to missing
+        first, so no reader trusts it while it is rewritten. Fields holding NaN or Inf are
+        refused (UserInputError), after which the sample is missing."""
         self._check_write(sample)
         self._check_index(index)
-        self._open(*_WRITTEN)
         self._run_write(index, self._write(index, sample))
 
     def _run_write(self, index: int, coro: Coroutine[Any, Any, None]) -> None:
@@ -506,39 +520,43 @@ class Group:
                 "is not marked ok, write it again"
             ) from err
 
-    async def _write(self, index: int, sample: Sample) -> None:
-        status = self._async("status")
-        before = int(await status.getitem(index))
-        if before != MISSING:
-            await status.setitem(index, MISSING)
-        stats = [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
-        provenance = json.dumps(sample.provenance, sort_keys=True, default=str)
-        writes = [
-            self._async("params").setitem(index, sample.params.vector()),
-            self._async("seed").setitem(index, sample.seed),
-            self._async("stats").setitem(index, np.array(stats)),
-            self._async("provenance").setitem(index, provenance),
-        ]
-        if sample.ok:
-            writes += [
-                self._async("fields").setitem(index, sample.fields),
-                self._write_digest(index, sample.fields),
-            ]
-            if before == FAILED:  # reason counts only where status is failed; tidy it anyway
-                writes.append(self._async("reason").setitem(index, ""))
-        else:
-            writes.append(self._async("reason").setitem(index, sample.stats.reason or "failed"))
-        await _gather(*writes)
-        await status.setitem(index, OK if sample.ok else FAILED)
+    def _encoded(self, index: int, values: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for name, value in values.items():
+            spec = self.chunks[name]
+            out.update(zip(spec.keys(index), spec.encode(value), strict=True))
+        return out
 
-    async def _write_digest(self, index: int, fields: np.ndarray) -> None:
-        """Checksum and moments, computed in a thread (numpy and zlib release the GIL) while
-        the fields are being encoded, then written."""
-        crc, moments = await asyncio.to_thread(_digest, fields)
-        await _gather(
-            self._async("checksum").setitem(index, crc),
-            self._async("moments").setitem(index, moments),
-        )
+    async def _write(self, index: int, sample: Sample) -> None:
+        """One request to zarr's loop: while one thread computes the checksum and moments,
+        another writes the fields and the solver's records; then the digest, then status."""
+        store, status = self._zstore, self.chunks["status"]
+        (raw,) = await chunks.aget(store, status.keys(index))
+        before = MISSING if raw is None else int(status.decode([raw]))
+        if before != MISSING:
+            await chunks.aput(store, self._encoded(index, {"status": MISSING}))
+        records = {
+            "params": sample.params.vector(),
+            "seed": sample.seed,
+            "stats": [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS],
+            "provenance": json.dumps(sample.provenance, sort_keys=True, default=str),
+        }
+        if not sample.ok:
+            records["reason"] = sample.stats.reason or "failed"
+        elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
+            records["reason"] = ""
+        if sample.ok:
+            records["fields"] = sample.fields
+            writing = chunks.aput(store, self._encoded(index, records))
+            (crc, moments), _ = await chunks.gather(
+                asyncio.to_thread(_digest, sample.fields), writing
+            )
+            if not np.isfinite(moments).all():
+                raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
+            await chunks.aput(store, self._encoded(index, {"checksum": crc, "moments": moments}))
+        else:
+            await chunks.aput(store, self._encoded(index, records))
+        await chunks.aput(store, self._encoded(index, {"status": OK if sample.ok else FAILED}))
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
@@ -547,7 +565,8 @@ class Group:
                 f"{self.where()}: has a fixed size of {self.attrs['n_samples']}; use write(index)"
             )
         self._check_write(sample)
-        self._open(*_WRITTEN)
+        names = [spec.name for spec in fmt.layout(self.attrs, 0) if spec.per_sample]
+        self._open(*names)
         n = self.n_samples
         resized = [
             self._async(spec.name).resize(spec.shape)
@@ -556,7 +575,7 @@ class Group:
         ]
 
         async def grow_and_write() -> None:
-            await _gather(*resized)
+            await chunks.gather(*resized)
             await self._write(n, sample)
 
         self._run_write(n, grow_and_write())
@@ -579,8 +598,6 @@ class Group:
                 raise UserInputError(
                     f"{self.where()}: fields must be float32{self.sample_shape}, got {got}"
                 )
-            if not np.all(np.isfinite(f)):
-                raise UserInputError(f"{self.where()}: fields hold NaN/Inf; record a failure")
 
     # -- normalisation statistics --------------------------------------------------------------
 
@@ -625,43 +642,24 @@ class Group:
         }
 
 
-#: The per-sample arrays that :meth:`Group.write` writes.
-_WRITTEN = (
-    "status",
-    "fields",
-    "params",
-    "seed",
-    "stats",
-    "provenance",
-    "reason",
-    "checksum",
-    "moments",
-)
-
-
 def _digest(fields: np.ndarray) -> tuple[int, np.ndarray]:
     return checksum(fields), sample_moments(fields)
 
 
 def read_samples(items: Sequence[tuple[Group, int, int]]) -> list[np.ndarray]:
-    """The fields of several samples ``(group, index, expected checksum)`` of one store, read
-    in one round of concurrent requests (chunks fetched and decoded in parallel), each
-    checked against its checksum; float32 ``(T, C, X, Y, Z)`` each, in order.
+    """The fields of several samples ``(group, index, expected checksum)`` of one store, each
+    checked against its checksum; float32 ``(T, C, X, Y, Z)`` each, in order, read-only (an
+    uncompressed single-chunk sample is a view of the bytes read, not a copy).
 
-    Raises StoreError naming the first sample that cannot be read or fails its checksum.
+    Reads in the calling thread for local stores, and in one round of concurrent requests for
+    others. Raises StoreError naming the first sample that cannot be read or fails its
+    checksum.
     """
-
-    for group, _, _ in items:
-        group._open("fields")
-
-    async def fetch() -> list[Any]:
-        return await asyncio.gather(
-            *(g._read_fields(i) for g, i, _ in items), return_exceptions=True
-        )
-
-    out = []
-    for (group, index, expected), data in zip(items, _run(fetch()), strict=True):
-        if isinstance(data, BaseException):
-            raise data
-        out.append(group._verified(index, data, expected))
-    return out
+    if not items:
+        return []
+    keys = [group.chunks["fields"].keys(index) for group, index, _ in items]
+    found = iter(chunks.get(items[0][0]._zstore, [k for ks in keys for k in ks]))
+    return [
+        group._decode_fields(index, [next(found) for _ in ks], expected)
+        for (group, index, expected), ks in zip(items, keys, strict=True)
+    ]

@@ -87,6 +87,25 @@ def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
     for key in spec.attrs:
         if key not in arr.attrs:
             yield f"{spec.name}: attribute {key!r} is missing"
+    if spec.per_sample:
+        yield from check_encoding(arr, spec)
+
+
+def check_encoding(arr: zarr.Array, spec: fmt.ArraySpec) -> Iterator[str]:
+    """A per-sample array's chunk keys and codecs are those that
+    :mod:`pdeladder.dataset.chunks` writes and reads: ``default`` keys with ``/``, then
+    ``bytes`` (little-endian) and the group's compressor, or ``vlen-utf8`` for strings."""
+    keys = arr.metadata.chunk_key_encoding.to_dict()
+    if keys != {"name": "default", "configuration": {"separator": "/"}}:
+        yield f"{spec.name}: chunk key encoding is {keys}, expected default with '/'"
+    codecs = [c.to_dict() for c in arr.metadata.codecs]
+    names = [c["name"] for c in codecs]
+    compressors = [c.to_dict()["name"] for c in fmt.COMPRESSIONS[spec.compression]]
+    wanted = ["vlen-utf8"] if spec.dtype == "str" else ["bytes", *compressors]
+    if names != wanted:
+        yield f"{spec.name}: codecs are {names}, expected {wanted}"
+    elif codecs[0].get("configuration", {}).get("endian", "little") != "little":
+        yield f"{spec.name}: bytes codec is not little-endian"
 
 
 def check_coordinates(group: Group) -> Iterator[str]:

@@ -1,5 +1,6 @@
 """The store API: round trips, group identity, failures, statistics, corruption, concurrency."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -10,8 +11,10 @@ import pytest
 import xarray as xr
 import zarr
 
+from pdeladder.dataset import format as fmt
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
 from pdeladder.dataset.store import FAILED, MISSING, OK, open_store
+from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
 from .conftest import GRID, HEAT, array_sample, failed_sample
@@ -134,7 +137,9 @@ def test_corrupt_fields_chunk_names_the_sample(tmp_path, damage):
     else:
         chunk.unlink()
     reread = open_store(str(tmp_path)).group("s0/heat/2d_n9_t5")
-    with pytest.raises(StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*(corrupt|checksum)"):
+    with pytest.raises(
+        StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*(corrupt|checksum|missing)"
+    ):
         reread.read(1)
     np.testing.assert_array_equal(reread.read(2), array_sample(GRID, 2).fields)
 
@@ -259,3 +264,39 @@ def test_concurrent_writers_race_to_create_and_fill_one_group(tmp_path):
     for k in range(8):
         expected = np.random.default_rng(k).normal(size=(5, 1, 9, 9, 1)).astype(np.float32)
         np.testing.assert_array_equal(group.read(k), expected)
+
+
+@pytest.mark.parametrize("compression", ["none", "blosc-zstd", "zstd"])
+def test_chunks_are_what_zarr_writes_and_reads(tmp_path, monkeypatch, compression):
+    """Fields split over time blocks (the last one padded, as zarr stores edge chunks): zarr
+    reads what the store writes, and a corrupt block of any chunk names the sample."""
+    monkeypatch.setattr(fmt, "CHUNK_TARGET_BYTES", 2 * 4 * 9 * 9)  # 2 snapshots per chunk
+    store = open_store(str(tmp_path), mode="a")
+    group = store.require_group("s0", HEAT, GRID, n_samples=2, compression=compression)
+    assert group.attrs["chunk_time"] == 2 and group.chunks["fields"].blocks == 3
+    samples = [array_sample(GRID, k) for k in range(2)]
+    for k, s in enumerate(samples):
+        group.write(k, s)
+    plain = zarr.open_group(str(tmp_path), mode="r")[group.path]
+    for k, s in enumerate(samples):
+        np.testing.assert_array_equal(plain["fields"][k], s.fields)
+        np.testing.assert_array_equal(group.read(k), s.fields)
+        assert plain["seed"][k] == k and plain["checksum"][k] == group.checksums()[k]
+        np.testing.assert_array_equal(plain["moments"][k], sample_moments(s.fields))
+        assert json.loads(str(plain["provenance"][k])) == s.provenance
+    (tmp_path / group.path / "fields/c/1/2/0/0/0/0").write_bytes(b"\x07" * 40)
+    with pytest.raises(StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*corrupt"):
+        open_store(str(tmp_path)).group(group.path).read(1)
+    verify_problems = store_problems(open_store(str(tmp_path)))[group.path]
+    assert [p.path.endswith("sample 1") for p in verify_problems] == [True]
+
+
+def test_sample_moments_are_exact_in_float64():
+    rng = np.random.default_rng(1)
+    fields = rng.normal(1e3, 1e-1, (7, 2, 40, 30, 1)).astype(np.float32)  # mean >> spread
+    got = sample_moments(fields)
+    for c in range(2):
+        x = fields[:, c].astype(np.float64)
+        assert got[c, 0] == x.size
+        assert got[c, 1] == pytest.approx(x.mean(), rel=1e-15)
+        assert got[c, 2] == pytest.approx(((x - x.mean()) ** 2).sum(), rel=1e-9)
