@@ -1,6 +1,6 @@
-"""Batches for the training loop: solver samples from a store, and unsolved samples drawn from a
-stage's distribution for self-improvement. Both are pure functions of the step, so a resumed run
-sees exactly the batches it would have seen.
+"""Batches for the training loop: solver samples from a store (unsolved samples for
+self-improvement are drawn in :mod:`pdeladder.trainer.training.unsolved`). They are pure
+functions of the step, so a resumed run sees exactly the batches it would have seen.
 
 Samples are split per group into training and held-out sets by index (the last
 ``held_out`` fraction of the group's ok samples, at least one when the group has two or more).
@@ -9,7 +9,6 @@ Every batch holds samples of one group (one grid); batch ``i`` of an epoch goes 
 """
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ from pdeladder.dataset.moments import mean_std, merge_moments
 from pdeladder.dataset.store import Group, open_store
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.training.layout import SlotLayout
 
@@ -141,21 +139,6 @@ class StoreBatches:
         gi, idx = self._epoch(step // per_rank)[step % per_rank]
         return self.load(gi, np.sort(idx))
 
-    def initial_stats(self, family: str, limit: int = 16) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and std ``(C_f,)`` of snapshot 0 over up to ``limit`` training samples per group
-        of ``family`` (the amplitude of its initial states and coefficient fields)."""
-        snaps = [
-            self.load(gi, idx[:limit])["fields"][:, 0]  # (b, C, X, Y, Z)
-            for gi, idx in enumerate(self.train)
-            if self.groups[gi].family == family and len(idx)
-        ]
-        if not snaps:
-            raise UserInputError(f"no training samples of {family} to take initial statistics from")
-        fam = get_family(family)
-        slots = self.layout.slot_indices(fam, self.groups[0].grid.dim)
-        flat = torch.cat([s[:, slots].movedim(1, 0).reshape(len(slots), -1) for s in snaps], 1)
-        return flat.mean(1).numpy(), flat.std(1).numpy()
-
     def held_out(self) -> list[tuple[dict[str, Any], float]]:
         """This rank's share of the held-out batches, as (batch, weight) pairs.
 
@@ -175,50 +158,3 @@ class StoreBatches:
         filler = mine[0] if mine else plan[0]
         out += [(self.load(*filler), 0.0)] * (rounds - len(mine))
         return out
-
-
-@dataclass(frozen=True)
-class UnsolvedSpec:
-    """One group of a stage's distribution: a family on a grid with parameter ranges
-    ``{name: (low, high, scale)}`` (fixed parameters have ``low == high``)."""
-
-    family: str
-    grid: Grid
-    ranges: dict[str, tuple[float, float, str]]
-
-
-def draw_unsolved(
-    layout: SlotLayout,
-    spec: UnsolvedSpec,
-    n: int,
-    seed: int,
-    initial: tuple[np.ndarray, np.ndarray],
-) -> dict[str, Any]:
-    """``n`` samples of the stage's distribution, without solving: parameters drawn from the
-    ranges, and every channel's snapshot 0 (initial state, coefficient fields) a Gaussian random
-    field from the family's generator (length scale: the sample's ``*length_scale`` parameter, or
-    0.15) with the ``initial`` mean and std ``(C_f,)`` of the solver data's snapshot 0. Later
-    snapshots are zero (unknown).
-    """
-    fam = get_family(spec.family)
-    rng = np.random.default_rng(seed)
-    names = fam.Params.names()
-    params = np.empty((n, len(names)))
-    for j, name in enumerate(names):
-        lo, hi, scale = spec.ranges[name]
-        u = rng.random(n)
-        params[:, j] = (
-            np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo)))
-            if scale == "log"
-            else lo + u * (hi - lo)
-        )
-    ell_index = next((j for j, p in enumerate(names) if p.endswith("length_scale")), None)
-    slots = layout.slot_indices(fam, spec.grid.dim)
-    mean, std = initial
-    fields = np.zeros((n, spec.grid.snapshots, len(slots), *spec.grid.shape), np.float32)
-    for i in range(n):
-        ell = params[i, ell_index] if ell_index is not None else 0.15
-        for c in range(len(slots)):
-            grf = gaussian_random_field(spec.grid.shape, ell, rng)
-            fields[i, 0, c] = mean[c] + std[c] * grf
-    return make_batch(layout, spec.family, spec.grid, fields, params, solved=False)

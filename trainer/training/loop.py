@@ -34,10 +34,11 @@ from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.data import StoreBatches, UnsolvedSpec, draw_unsolved
+from pdeladder.trainer.training.data import StoreBatches
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
+from pdeladder.trainer.training.unsolved import UnsolvedSpec, draw_unsolved, solver_seeds
 from pdeladder.trainer.training.validation import held_out_sums
 
 STATE_FILE = "state.json"
@@ -119,14 +120,14 @@ class UnsolvedPool:
     """The self-improvement pool: ``samples`` unsolved draws per stage group, made once per rank
     (identically on every rank), and batches picked from it as a function of the step."""
 
-    def __init__(self, cfg: dict[str, Any], layout: SlotLayout, data: StoreBatches):
+    def __init__(self, cfg: dict[str, Any], layout: SlotLayout):
         si = cfg["self_improvement"]
+        taken = solver_seeds(cfg["store_url"], cfg["paths"])
         self.pools = []
         for k, raw in enumerate(cfg["unsolved"]):
             spec = UnsolvedSpec(raw["family"], Grid(**raw["grid"]), raw["ranges"])
-            initial = data.initial_stats(spec.family)
             draws = [
-                draw_unsolved(layout, spec, 1, seed=[cfg["seed"], k, i], initial=initial)
+                draw_unsolved(layout, spec, 1, seed=[cfg["seed"], k, i], taken=taken)
                 for i in range(si["samples"])
             ]
             self.pools.append(draws)
@@ -181,7 +182,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         scores = state.get("scores", {})
     pids = [None] * world
     dist.all_gather_object(pids, os.getpid())
-    pool = UnsolvedPool(cfg, layout, data) if si else None
+    pool = UnsolvedPool(cfg, layout) if si else None
 
     queue = cfg.get("metrics_queue")
     t_last, samples_since = time.perf_counter(), 0

@@ -1,0 +1,72 @@
+"""Unsolved samples for self-improvement: drawn by the families themselves, within the stage's
+ranges, for seeds the solver data does not use."""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import numpy as np
+import pytest
+
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.training.layout import SlotLayout
+from pdeladder.trainer.training.unsolved import (
+    UnsolvedSpec,
+    draw_unsolved,
+    solver_seeds,
+    unsolved_samples,
+)
+
+RANGES = {  # a stage's ranges per family: a log range, a fixed parameter, defaults elsewhere
+    "advection_diffusion": {"peclet": (10.0, 2000.0, "log"), "speed": (1.5, 1.5, "linear")},
+    "darcy": {"log_permeability_std": (0.1, 2.5, "linear"), "length_scale": (0.03, 0.5, "log")},
+}
+
+
+def spec_of(family: str, grid) -> UnsolvedSpec:
+    fam = get_family(family)
+    ranges = {
+        row["name"]: (row["default"], row["default"], "linear") for row in fam.Params.describe()
+    }
+    return UnsolvedSpec(family, grid, ranges | RANGES[family])
+
+
+@pytest.mark.parametrize(("family", "snapshots"), [("advection_diffusion", 5), ("darcy", 1)])
+def test_snapshot_zero_is_the_familys_own_draw_and_later_snapshots_are_unknown(family, snapshots):
+    fam = get_family(family)
+    spec = spec_of(family, fam.grid(2, 17, snapshots))
+    layout = SlotLayout.for_families([family], [2])
+    batch = draw_unsolved(layout, spec, 3, seed=[7, 0])
+    params, seeds = unsolved_samples(spec, 3, seed=[7, 0])
+    slots = layout.slot_indices(fam, 2)
+    fields = batch["fields"].numpy()  # (B, T, C_slots, X, Y, Z)
+    for i in range(3):
+        drawn = fam.draw_inputs(fam.Params.from_vector(params[i]), spec.grid, int(seeds[i]))
+        np.testing.assert_array_equal(fields[i, 0, slots], drawn)
+    assert not np.any(fields[:, 1:])
+    assert not batch["solved"].any()
+    np.testing.assert_array_equal(
+        batch["params"].numpy()[:, : params.shape[1]], params.astype(np.float32)
+    )
+
+
+def test_parameters_stay_in_the_stages_ranges_and_seeds_avoid_the_solver_datas():
+    fam = get_family("darcy")
+    spec = spec_of("darcy", fam.grid(1, 9, 1))
+    params, seeds = unsolved_samples(spec, 200, seed=1)
+    for j, name in enumerate(fam.Params.names()):
+        lo, hi, _ = spec.ranges[name]
+        assert np.all((lo <= params[:, j]) & (params[:, j] <= hi)), name
+    ell = params[:, fam.Params.names().index("length_scale")]
+    assert np.mean(ell < np.sqrt(0.03 * 0.5)) == pytest.approx(0.5, abs=0.1)  # log-uniform
+    again, taken = unsolved_samples(spec, 200, seed=1)[1], set(seeds[:100].tolist())
+    np.testing.assert_array_equal(again, seeds)
+    avoiding = unsolved_samples(spec, 200, seed=1, taken=taken)[1]
+    assert not taken & set(avoiding.tolist())
+
+
+def test_solver_seeds_are_read_from_the_store(tiny):
+    from pdeladder.curriculum.plan import plan_stage
+
+    spec, url, _ = tiny
+    plans = plan_stage(spec, spec.stages[0]).groups
+    seeds = solver_seeds(url, [p.path for p in plans])
+    assert seeds == {int(s) for p in plans for s in p.seeds}
