@@ -17,6 +17,10 @@ measurement alternates the two sides, ``REPEATS`` times, and keeps each side's b
      (The Well's z-score normalisation), then ``torch.stack`` of the batch (the DataLoader's
      default collate). No checksum is verified. Single-threaded, as with ``num_workers=0``.
 
+   torch runs with one intra-op thread on both sides (the baseline's normalisation, the
+   consumer's dummy step): on a shared 2-core machine its thread pool made the baseline's
+   elementwise ops vary fivefold between runs.
+
    Target >= 1.5x.
 2. Write: ``Group.write`` of every sample (fields, params, seed, stats, provenance, CRC-32C,
    moments, then status: eight chunks) into a created group vs ``numpy.save`` of the same
@@ -161,6 +165,7 @@ def measure(samples: list[Sample], tmp: Path) -> dict:
 
 
 def main() -> None:
+    torch.set_num_threads(1)
     console = Console(width=150)
     cache = Path(tempfile.gettempdir()) / "pdeladder-bench-cache"
     results = {}
