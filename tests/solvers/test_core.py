@@ -2,6 +2,10 @@
 
 from mpi4py import MPI
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -124,3 +128,21 @@ def test_laplacian_is_second_order_on_smooth_fields():
         return float((stencils.laplacian(u, grid) - exact).abs().max())
 
     assert np.log2(error(17) / error(33)) == pytest.approx(2.0, abs=0.2)
+
+
+def test_a_broken_pipe_does_not_abort_a_process_that_solved():
+    """PETSc's signal handlers are off in pdeladder processes: a SIGPIPE (a closed socket to Ray or
+    Prefect) leaves Python's handling in place instead of calling MPI_Abort."""
+    code = (
+        "import os, signal\n"
+        "from pdeladder.solvers import Grid, get_family\n"
+        "fam = get_family('heat')\n"
+        "fam.run(fam.Params(), Grid(dim=1, resolution=9, snapshots=3, t_end=0.1), seed=0)\n"
+        "os.kill(os.getpid(), signal.SIGPIPE)\n"
+        "print('alive')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PETSC_OPTIONS"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "alive", proc.stderr[-2000:]
