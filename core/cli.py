@@ -30,11 +30,11 @@ def _register() -> None:
     from pdeladder.curriculum import cli as curriculum_cli
 
     app.add_typer(curriculum_cli.app, name="curriculum")
-    app.command("demo")(curriculum_cli.demo)
 
     from pdeladder.flows import cli as flows_cli
 
     app.add_typer(flows_cli.app, name="flows")
+    app.command("demo")(flows_cli.demo)
 
     from pdeladder.trainer import cli as trainer_cli
 

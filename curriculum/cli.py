@@ -224,13 +224,3 @@ def materialize_cmd(
     summary = run_materialize(file, stage, store, workers, address, weights, retry_failed, as_json)
     if summary.failed:
         raise typer.Exit(1)
-
-
-def demo() -> None:
-    """Run the quick-start curriculum end to end into ./stores/quickstart.zarr (local Ray)."""
-    file = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
-    if not file.exists():
-        file = Path("examples/quickstart.yaml")
-    if not file.exists():
-        raise UserInputError("examples/quickstart.yaml not found; run the demo from a checkout")
-    run_materialize(file, None, "./stores/quickstart.zarr", 2, None, None, False, False)

@@ -1,31 +1,35 @@
-"""``pdeladder flows ...``: serve the Prefect deployments, with a local server when none is set."""
+"""``pdeladder flows serve`` and ``pdeladder demo``: the flows on the configured Prefect server,
+or on a local one started for the command when none is set."""
 
-import os
-from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pdeladder.errors import ServiceError
+from pdeladder.errors import UserInputError
 
 app = typer.Typer(
     help="Prefect flows: serve the data-campaign, train and closed-loop deployments.",
     no_args_is_help=True,
 )
 
+Host = Annotated[
+    str, typer.Option(help="Address of the local Prefect server started when none is set.")
+]
+Port = Annotated[int, typer.Option(help="Port of that local server.")]
+StartupTimeout = Annotated[
+    float, typer.Option(min=1, help="Seconds to wait for the local server to answer.")
+]
+
 
 @app.command("serve")
 def serve(
-    host: Annotated[
-        str, typer.Option(help="Address of the local Prefect server started when none is set.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of that local server.")] = 4200,
+    host: Host = "127.0.0.1",
+    port: Port = 4200,
     limit: Annotated[
         int, typer.Option(min=1, help="Flow runs executed at the same time by this process.")
     ] = 1,
-    startup_timeout: Annotated[
-        float, typer.Option(min=1, help="Seconds to wait for the local server to answer.")
-    ] = 300,
+    startup_timeout: StartupTimeout = 300,
 ) -> None:
     """Serve the deployments until interrupted.
 
@@ -33,23 +37,61 @@ def serve(
     (API and UI) is started on HOST:PORT and stopped on exit.
     """
     from prefect import serve as prefect_serve
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+    from prefect.settings import get_current_settings
 
     from pdeladder.flows.deployments import deployments
-    from pdeladder.flows.server import local_server
+    from pdeladder.flows.server import prefect_api
 
-    configured = os.environ.get("PREFECT_API_URL")
-    with (
-        nullcontext(configured)
-        if configured
-        else local_server(host, port, startup_timeout) as api_url
+    with prefect_api(host, port, startup_timeout):
+        typer.echo(f"Prefect UI: {get_current_settings().ui_url}")
+        prefect_serve(*deployments(), limit=limit, pause_on_shutdown=False)
+
+
+def quickstart_file() -> Path:
+    """``examples/quickstart.yaml`` of the checkout pdeladder runs from (or of the current folder)."""
+    for file in (
+        Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml",
+        Path("examples/quickstart.yaml"),
     ):
-        os.environ["PREFECT_API_URL"] = api_url  # flow-run processes report to the same server
-        with temporary_settings({PREFECT_API_URL: api_url}):
-            with get_client(sync_client=True) as client:
-                error = client.api_healthcheck()
-            if error is not None:
-                raise ServiceError(f"no Prefect server at {api_url}: {error}")
-            typer.echo(f"Prefect UI: {get_current_settings().ui_url}")
-            prefect_serve(*deployments(), limit=limit, pause_on_shutdown=False)
+        if file.exists():
+            return file
+    raise UserInputError("examples/quickstart.yaml not found; run the demo from a checkout")
+
+
+def demo(
+    store: Annotated[str, typer.Option(help="Store URL of the generated data.")] = (
+        "./stores/quickstart.zarr"
+    ),
+    run_dir: Annotated[
+        Path, typer.Option(help="Folder of models, evaluations and weights files.")
+    ] = Path("runs/quickstart"),
+    workers: Annotated[int, typer.Option(min=1, help="Solver actors and Ray Train workers.")] = 2,
+    host: Host = "127.0.0.1",
+    port: Port = 4200,
+    startup_timeout: StartupTimeout = 300,
+) -> None:
+    """Climb the quick-start curriculum end to end: each stage is solved on local Ray actors,
+    trained on, evaluated, and steers the next stage's sample budget (the closed-loop flow, on
+    the configured Prefect server or a local one). A rerun resumes: finished samples are kept."""
+    from prefect.settings import get_current_settings
+    from rich.console import Console
+    from rich.table import Table
+
+    from pdeladder.flows.closed_loop import Loop, closed_loop
+    from pdeladder.flows.server import prefect_api
+
+    file = quickstart_file()
+    with prefect_api(host, port, startup_timeout):
+        typer.echo(f"Prefect UI (while the demo runs): {get_current_settings().ui_url}")
+        loop = Loop(curriculum=str(file), store_url=store, run_dir=str(run_dir), workers=workers)
+        result = closed_loop(loop)
+    table = Table(title=f"{file.name}: held-out scores after each stage")
+    columns = ("stage", "family", "nrmse", "residual", "next_weight")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("stage", "family") else "right")
+    for row in result["scores"]:
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+    console = Console()
+    console.print(table)
+    console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}")
+    console.print(f"reports and PNGs: {run_dir / 'evaluation'}")

@@ -1,7 +1,8 @@
-"""A local Prefect server (API and UI) for ``pdeladder flows serve`` when no server is configured.
+"""The Prefect API the commands use: the configured one (``PREFECT_API_URL``), or a local server
+(API and UI, SQLite under ``PREFECT_HOME``) started for the command's duration.
 
-It runs ``prefect server start`` as a child process bound to 127.0.0.1 by default, and is ready
-once ``/api/health`` answers.
+The local server is ``prefect server start`` as a child process bound to 127.0.0.1 by default;
+it is ready once ``/api/health`` answers.
 """
 
 import os
@@ -10,7 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import httpx
 
@@ -74,3 +75,21 @@ def local_server(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def prefect_api(host: str, port: int, timeout_s: float) -> Iterator[str]:
+    """Yield the API URL of the configured server, or of a local one started on HOST:PORT (and
+    stopped on exit). Flows run in this process and child processes report to it."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    configured = os.environ.get("PREFECT_API_URL")
+    with nullcontext(configured) if configured else local_server(host, port, timeout_s) as api_url:
+        os.environ["PREFECT_API_URL"] = api_url
+        with temporary_settings({PREFECT_API_URL: api_url}):
+            with get_client(sync_client=True) as client:
+                error = client.api_healthcheck()
+            if error is not None:
+                raise ServiceError(f"no Prefect server at {api_url}: {error}")
+            yield api_url
