@@ -8,15 +8,19 @@ Every batch holds samples of one group (one grid); batch ``i`` of an epoch goes 
 ``i mod world`` (see :mod:`pdeladder.trainer.training.processor` for the batch dict).
 """
 
+import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from pdeladder.dataset.collate import prefetched
 from pdeladder.dataset.format import OK
+from pdeladder.dataset.loader import PREFETCH_BATCHES
 from pdeladder.dataset.moments import mean_std, merge_moments
-from pdeladder.dataset.store import Group, open_store
+from pdeladder.dataset.store import Group, open_store, read_samples
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
@@ -116,7 +120,7 @@ class StoreBatches:
     def load(self, gi: int, indices: np.ndarray, solved: bool = True) -> dict[str, Any]:
         """The batch of samples ``indices`` of group ``gi``."""
         g = self.groups[gi]
-        fields = np.stack([g.read_fields(int(i), int(self._checksums[gi][i])) for i in indices])
+        fields = np.stack(read_samples([(g, int(i), int(self._checksums[gi][i])) for i in indices]))
         return make_batch(self.layout, g.family, g.grid, fields, self._params[gi][indices], solved)
 
     def _epoch(self, epoch: int) -> list[tuple[int, np.ndarray]]:
@@ -138,6 +142,12 @@ class StoreBatches:
         per_rank = len(self._epoch(0))
         gi, idx = self._epoch(step // per_rank)[step % per_rank]
         return self.load(gi, np.sort(idx))
+
+    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+        """``batch(start), batch(start + 1), ...``, read ahead in background threads so that a
+        training step rarely waits for the store (see :func:`pdeladder.dataset.collate.prefetched`)."""
+        for _, batch in prefetched(self.batch, itertools.count(start), PREFETCH_BATCHES):
+            yield batch
 
     def held_out(self) -> list[tuple[dict[str, Any], float]]:
         """This rank's share of the held-out batches, as (batch, weight) pairs.

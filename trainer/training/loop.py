@@ -183,6 +183,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     pids = [None] * world
     dist.all_gather_object(pids, os.getpid())
     pool = UnsolvedPool(cfg, layout) if si else None
+    batches = data.batches(step)
 
     queue = cfg.get("metrics_queue")
     t_last, samples_since = time.perf_counter(), 0
@@ -193,7 +194,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         lr = learning_rate(step, total, cfg["lr"])
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = processor.to_device(data.batch(step))
+        batch = processor.to_device(next(batches))
         x, family = processor.inputs(batch)
         pred = model(x, family).float()
         target = processor.normalised(batch)
@@ -262,3 +263,4 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                     )
             else:
                 ray.train.report(metrics)
+    batches.close()  # waits for the reads still in flight
