@@ -100,9 +100,7 @@ def main() -> None:
     ).to(device)
     xf = x[..., 0].clone()
     kept_ours = (
-        ours.blocks[0]
-        .spectral.kept_weight(ModeSelection.of((t, n, n, 1), cfg.modes), device)
-        .shape[2:]
+        ours.blocks[0].spectral.kept_weight(ModeSelection.of((t, n, n, 1), cfg.modes)).shape[2:6]
     )
     kept_fno = fno.fno_blocks.convs[0].weight.shape[2:]
     print(f"kept frequencies per layer: ours {tuple(kept_ours)}, FNO {tuple(kept_fno)}")

@@ -108,6 +108,7 @@ def full_fft_reference(layer: SpectralConv, x: torch.Tensor) -> torch.Tensor:
     [
         ((5, 9, 1, 1), (2, 3, 3, 1)),  # 1D: the half transform runs along x
         ((4, 10, 7, 1), (3, 8, 3, 1)),  # 2D, more modes than an axis resolves
+        ((3, 6, 5, 1), (2, 3, 4, 1)),  # 2D, more modes than the half axis resolves
         ((1, 8, 6, 5), (1, 2, 3, 3)),  # 3D steady: the stored half axis z
         ((6, 1, 1, 1), (3, 3, 3, 1)),  # time only
     ],
@@ -121,6 +122,15 @@ def test_pruned_transform_computes_the_full_fft_definition(shape, modes):
     g = torch.autograd.grad(y.square().sum(), (x, layer.weight))
     g_ref = torch.autograd.grad(ref.square().sum(), (x, layer.weight))
     torch.testing.assert_close(g, g_ref, atol=1e-5, rtol=1e-4)
+
+
+def test_bias_is_added_at_every_point():
+    torch.manual_seed(3)
+    layer, bias = SpectralConv(3, 2, (2, 3, 3, 1)), torch.randn(2)
+    x = torch.randn(2, 3, 4, 9, 7, 1)
+    with torch.no_grad():
+        expected = layer(x) + bias[:, None, None, None, None]
+        torch.testing.assert_close(layer(x, bias=bias), expected, atol=1e-6, rtol=1e-5)
 
 
 def test_half_axis_is_the_last_axis_with_points():

@@ -6,127 +6,25 @@ the grid resolves, so the same weights act on any resolution (resolution invaria
 grid uses a subset of the weights, a fine grid leaves its higher frequencies to the pointwise
 path of the block.
 
-Only the kept modes are computed: the transform runs one axis at a time and truncates after
-each (the real half transform on the last axis with points first), so each later axis is
-transformed on a fraction of the data, and the inverse pads one axis at a time. On a 2D
-trajectory with 8 of 80 points' modes kept per axis this is several times less work than a full
-``rfftn`` → slice → zero-fill → ``irfftn``.
+The Fourier transform is delegated to a :class:`~pdeladder.trainer.layers.fft.SpectralTransform`
+(pruned to the kept modes, see :mod:`pdeladder.trainer.layers.fft`). :class:`LocalFFT`
+transforms the whole sample on one process; a slab-decomposed transform (each rank holding
+``x``-slabs, all-to-all transposes between the axis transforms) implements the same two
+methods, so the layer and the model stay as they are (docs/trainer.md, "Distributed FFT seam").
 
-The Fourier transform is delegated to a :class:`SpectralTransform`. :class:`LocalFFT` transforms
-the whole sample on one process; a slab-decomposed transform (each rank holding ``x``-slabs,
-all-to-all transposes between the axis transforms) implements the same two methods, so the layer
-and the model stay as they are (docs/trainer.md, "Distributed FFT seam").
+The contraction is one real batched matrix product over the kept modes: complex numbers stored
+as interleaved ``(re, im)`` pairs, a coefficient row ``[a, b]`` times the real ``2 × 2`` block
+``[[wr, wi], [-wi, wr]]`` per channel pair is ``(a + ib)(wr + i wi)``.
 """
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-
-def kept_indices(n: int, modes: int, half: bool) -> tuple[list[int], list[int]]:
-    """Which frequencies of an axis of ``n`` points are kept, and where their weights sit.
-
-    A full (complex) axis keeps ``k = 0 .. p-1`` and ``k = -q .. -1`` (``p = min(modes, ⌈n/2⌉)``,
-    ``q = min(modes - 1, ⌊(n-1)/2⌋)``; the Nyquist frequency is dropped); its weights are laid out
-    ``[0, 1, .., modes-1, -(modes-1), .., -1]`` (``2·modes - 1`` entries). The half (rfft) axis
-    keeps ``k = 0 .. p-1`` with weights ``[0 .. modes-1]``.
-
-    Returns:
-        (indices into the FFT output, indices into the weight axis), equally long.
-    """
-    p = min(modes, (n + 1) // 2)
-    fft_idx, w_idx = list(range(p)), list(range(p))
-    if not half:
-        q = min(modes - 1, (n - 1) // 2)
-        fft_idx += list(range(n - q, n))
-        w_idx += list(range(2 * modes - 1 - q, 2 * modes - 1))
-    return fft_idx, w_idx
-
-
-@dataclass(frozen=True)
-class ModeSelection:
-    """Which Fourier coefficients of a ``(T, X, Y, Z)`` grid a layer keeps.
-
-    The real-to-complex (half) transform runs along ``half``, the last axis with more than one
-    point (the ``z`` axis when none has), so 1D and 2D problems get the halving of the real FFT
-    on an axis that has points. Every other axis is a full complex axis.
-
-    Attributes:
-        shape: the grid ``(T, X, Y, Z)``.
-        half: index of the half axis.
-        kept: per axis, ``(p, q)``: the frequencies ``0 .. p-1`` and ``-q .. -1`` are kept
-            (``q = 0`` on the half axis), in that order in the kept block.
-    """
-
-    shape: tuple[int, int, int, int]
-    half: int
-    kept: tuple[tuple[int, int], ...]
-
-    @classmethod
-    def of(cls, shape: tuple[int, ...], modes: tuple[int, int, int, int]) -> "ModeSelection":
-        active = [a for a, n in enumerate(shape) if n > 1]
-        half = active[-1] if active else 3
-        kept = []
-        for a, (n, m) in enumerate(zip(shape, modes, strict=True)):
-            fft_idx, _ = kept_indices(n, m, half=a == half)
-            p = sum(1 for i in fft_idx if i < (n + 1) // 2)
-            kept.append((p, len(fft_idx) - p))
-        return cls(tuple(int(n) for n in shape), half, tuple(kept))
-
-    @property
-    def block_shape(self) -> tuple[int, ...]:
-        """Shape of the kept block over ``(t, x, y, z)``."""
-        return tuple(p + q for p, q in self.kept)
-
-    @property
-    def full_axes(self) -> list[int]:
-        """Axes transformed with a complex FFT (more than one point, not the half axis)."""
-        return [a for a, n in enumerate(self.shape) if n > 1 and a != self.half]
-
-
-class SpectralTransform:
-    """The Fourier transform a spectral layer uses; see :class:`LocalFFT`.
-
-    Only the kept block crosses this seam, so a distributed transform moves only the kept
-    coefficients between ranks.
-    """
-
-    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        """``(B, C, T, X, Y, Z)`` real → ``(B, C, *sel.block_shape)`` complex kept coefficients
-        (``norm="forward"``: the mean of ``x`` is coefficient 0)."""
-        raise NotImplementedError
-
-    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        """Kept coefficients ``(B, C, *sel.block_shape)`` → real ``(B, C, *sel.shape)``, every
-        other coefficient taken as zero."""
-        raise NotImplementedError
-
-
-class LocalFFT(SpectralTransform):
-    """The whole sample on this process, one axis at a time, pruned: the half axis first
-    (``rfft``, then truncated to its kept modes), then each full axis on what is left, so each
-    later transform runs on a fraction of the data; the inverse in reverse order."""
-
-    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        h = 2 + sel.half
-        c = torch.fft.rfft(x, dim=h, norm="forward").narrow(h, 0, sel.kept[sel.half][0])
-        for a in reversed(sel.full_axes):
-            (p, q), n = sel.kept[a], sel.shape[a]
-            c = torch.fft.fft(c, dim=2 + a, norm="forward")
-            c = _keep(c, 2 + a, p, q, n)  # (B, C, .., p + q, ..)
-        return c
-
-    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        c = block
-        for a in sel.full_axes:
-            (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
-            gap = list(c.shape)
-            gap[d] = n - p - q
-            c = torch.cat([c.narrow(d, 0, p), c.new_zeros(gap), c.narrow(d, p, q)], dim=d)
-            c = torch.fft.ifft(c, dim=d, norm="forward")
-        h = 2 + sel.half
-        return torch.fft.irfft(c, n=sel.shape[sel.half], dim=h, norm="forward")
+from pdeladder.trainer.layers.fft import (
+    LocalFFT,
+    ModeSelection,
+    SpectralTransform,
+)
 
 
 class SpectralConv(nn.Module):
@@ -160,8 +58,9 @@ class SpectralConv(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, modes={self.modes}"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, in, T, X, Y, Z)`` → ``(B, out, T, X, Y, Z)``."""
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, in, T, X, Y, Z)`` → ``(B, out, T, X, Y, Z)``; ``bias`` ``(out,)``, if given, is
+        added to every point (as the zero-frequency coefficient: no pass over the output)."""
         if x.ndim != 6 or x.shape[1] != self.in_channels:
             raise ValueError(
                 f"SpectralConv: input must be (batch, {self.in_channels}, t, x, y, z), "
@@ -171,23 +70,41 @@ class SpectralConv(nn.Module):
         # FFTs run in float32 even under mixed precision (half precision needs power-of-two sizes).
         with torch.autocast(device_type=x.device.type, enabled=False):
             block = self.transform.forward(x.float(), sel)  # (B, in, kt, kx, ky, kz) complex
-            weight = self.kept_weight(sel, x.device)  # (in, out, kt, kx, ky, kz) complex
-            mixed = torch.einsum("bitxyz,iotxyz->botxyz", block, weight)
+            rows = torch.view_as_real(block.flatten(2).permute(2, 0, 1).contiguous())
+            mixed = torch.bmm(rows.flatten(2), self.mixing_matrix(sel))  # (M, B, 2·out)
+            if bias is not None:  # mode 0 is the zero frequency; its real parts sit at 0::2
+                mixed[0, :, 0::2] += bias.float()
+            mixed = torch.view_as_complex(mixed.unflatten(2, (self.out_channels, 2)))
+            mixed = mixed.permute(1, 2, 0).unflatten(2, sel.block_shape)  # (B, out, kt, kx, ky, kz)
             return self.transform.inverse(mixed, sel).to(x.dtype)  # (B, out, T, X, Y, Z)
 
-    def kept_weight(self, sel: ModeSelection, device: torch.device) -> torch.Tensor:
-        """The complex weights of ``sel``'s kept block, ``(in, out, *sel.block_shape)``."""
-        weight = torch.view_as_complex(self.weight.float())  # (in, out, 2mt-1, .., mz)
-        index, negated = [], []
-        for a, (n, m) in enumerate(zip(sel.shape, self.modes, strict=True)):
-            _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
-            index.append(w_idx)
-            # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
-            negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
-        kept = _select(weight, index, device)
-        if sel.half == 3:  # the stored layout: z is the half axis
-            return kept
-        return 0.5 * (kept + _select(weight, negated, device).conj())
+    def mixing_matrix(self, sel: ModeSelection) -> torch.Tensor:
+        """The real ``(M, 2·in, 2·out)`` matrices of :meth:`kept_weight` per kept mode (``M`` of
+        them, in the block's row-major order), acting on interleaved ``(re, im)`` channels."""
+        w = self.kept_weight(sel).flatten(2, 5).permute(2, 0, 1, 3)  # (M, in, out, 2)
+        turned = torch.stack([-w[..., 1], w[..., 0]], dim=-1)  # i·w: the imaginary input's row
+        return torch.stack([w, turned], dim=2).flatten(3).flatten(1, 2)
+
+    def kept_weight(self, sel: ModeSelection) -> torch.Tensor:
+        """The weights of ``sel``'s kept block, real ``(in, out, *sel.block_shape, 2)``: the
+        stored weights at the kept signed frequencies, or, when the half axis is not ``z``, their
+        Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative ones."""
+        w = self.weight.float()  # (in, out, 2mt-1, 2mx-1, 2my-1, mz, 2)
+        for a in range(3):  # signed axes: frequencies 0 .. p-1, then -(p-1) .. -1
+            w = _signed(w, 2 + a, sel.kept[a][0], self.modes[a])
+        w = w.narrow(5, 0, sel.kept[3][0])
+        if sel.half == 3:
+            return w
+        h, p = 2 + sel.half, sel.kept[sel.half][0]
+        # W(-k): on each signed axis the entries [0, -1, .., 1] of [0 .. p-1, -(p-1) .. -1]
+        neg = torch.cat([w.narrow(h, 0, 1), w.narrow(h, p, p - 1).flip(h)], dim=h)
+        for d in range(2, 5):
+            if d != h and neg.shape[d] > 1:
+                neg = torch.cat(
+                    [neg.narrow(d, 0, 1), neg.narrow(d, 1, neg.shape[d] - 1).flip(d)], d
+                )
+        conj = torch.tensor([0.5, -0.5], device=w.device)
+        return w.narrow(h, 0, p) * 0.5 + neg * conj
 
     @torch.no_grad()
     def grow_modes(self, modes: tuple[int, int, int, int]) -> None:
@@ -212,21 +129,12 @@ class SpectralConv(nn.Module):
         self.weight = nn.Parameter(new)
 
 
-def _keep(c: torch.Tensor, dim: int, p: int, q: int, n: int) -> torch.Tensor:
-    """Frequencies ``0 .. p-1`` and ``-q .. -1`` of axis ``dim`` (of ``n`` coefficients)."""
-    if q == 0:
-        return c.narrow(dim, 0, p)
-    return torch.cat([c.narrow(dim, 0, p), c.narrow(dim, n - q, q)], dim=dim)
-
-
-def _select(weight: torch.Tensor, index: list[list[int]], device) -> torch.Tensor:
-    """``weight[:, :, index[0], .., index[3]]`` (a block; prefix ranges as views)."""
-    for a, ix in enumerate(index):
-        if ix == list(range(len(ix))):
-            weight = weight.narrow(2 + a, 0, len(ix))
-        else:
-            weight = weight.index_select(2 + a, torch.tensor(ix, device=device))
-    return weight
+def _signed(w: torch.Tensor, dim: int, p: int, modes: int) -> torch.Tensor:
+    """Frequencies ``0 .. p-1`` and ``-(p-1) .. -1`` of a signed weight axis (``2·modes - 1``
+    entries ``[0 .. modes-1, -(modes-1) .. -1]``); a view when ``p = modes``."""
+    if p == modes:
+        return w
+    return torch.cat([w.narrow(dim, 0, p), w.narrow(dim, 2 * modes - p, p - 1)], dim=dim)
 
 
 def _block_index(index: list[list[int]], device: torch.device) -> tuple[torch.Tensor, ...]:

@@ -60,15 +60,22 @@ class Pointwise(nn.Module):
         super().__init__()
         self.linear = nn.Linear(in_channels, out_channels)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+        """``W x + b``; with ``offset`` (broadcastable to ``(B, out, N)``, ``N`` the flattened
+        grid, and standing in for ``b``) ``W x + offset``, in the same pass over the output."""
         # (out, in) @ (B, in, N): one batched matrix product on the channels-first layout,
         # without moving the channel axis last and back (two copies of the activations).
-        flat = torch.matmul(self.linear.weight, x.flatten(2)) + self.linear.bias[:, None]
-        return flat.unflatten(2, x.shape[2:])
+        weight = self.linear.weight.expand(x.shape[0], -1, -1)
+        add = self.linear.bias[:, None] if offset is None else offset
+        return torch.baddbmm(add, weight, x.flatten(2)).unflatten(2, x.shape[2:])
 
 
 class FourierBlock(nn.Module):
-    """``h ↦ σ(K h + W h)``: spectral convolution plus a pointwise path, ``(B, width, ...)``."""
+    """``h ↦ σ(K h + W h)``: spectral convolution plus a pointwise path, ``(B, width, ...)``.
+
+    The pointwise path's bias is added by the spectral layer (as its zero-frequency
+    coefficient) and the spectral output by the pointwise product: one pass over the output.
+    """
 
     def __init__(self, width: int, modes: tuple[int, int, int, int], activate: bool):
         super().__init__()
@@ -77,7 +84,8 @@ class FourierBlock(nn.Module):
         self.activate = activate
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        out = self.spectral(h) + self.pointwise(h)
+        spectral = self.spectral(h, bias=self.pointwise.linear.bias)  # K h + b
+        out = self.pointwise(h, offset=spectral.flatten(2))
         return nn.functional.gelu(out) if self.activate else out
 
 
@@ -129,8 +137,9 @@ class LadderOperator(nn.Module):
         if family.numel() and (family.min() < 0 or family.max() >= cfg.families):
             raise UserInputError(f"{self.name}: family ids must lie in [0, {cfg.families})")
         shape = x.shape[2:]  # (T, X, Y, Z)
-        h = self.lift(torch.cat([x, coordinates(x)], dim=1))  # (B, width, T, X, Y, Z)
-        h = h + self.family_embedding(family)[:, :, None, None, None, None]
+        h = self.lift[1](self.lift[0](torch.cat([x, coordinates(x)], dim=1)))  # (B, 2·width, ..)
+        shift = self.lift[2].linear.bias + self.family_embedding(family)  # (B, width)
+        h = self.lift[2](h, offset=shift[:, :, None])  # (B, width, T, X, Y, Z)
         pad = [math.ceil(cfg.padding * n) if n > 1 else 0 for n in shape]
         h = nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])  # padded (T,X,Y,Z)
         for block in self.blocks:

@@ -1,0 +1,173 @@
+"""The Fourier transform seam of the spectral layer: which coefficients a layer keeps
+(:class:`ModeSelection`) and the transform that computes only those (:class:`LocalFFT`).
+
+Only the kept modes are computed: the transform runs one axis at a time and truncates after
+each (the real half transform on the last axis with points first), so each later axis is
+transformed on a fraction of the data, and the inverse pads one axis at a time. On a 2D
+trajectory with 8 of 80 points' modes kept per axis this is several times less work than a full
+``rfftn`` → slice → zero-fill → ``irfftn``.
+
+The two pruned transforms are each other's adjoints up to a weight on the half axis, so each is
+the other's backward pass (one custom autograd function each): no full-size zero-filled
+gradients and no complex transform where a real one does.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+
+def kept_indices(n: int, modes: int, half: bool) -> tuple[list[int], list[int]]:
+    """Which frequencies of an axis of ``n`` points are kept, and where their weights sit.
+
+    A full (complex) axis keeps ``k = 0 .. p-1`` and ``k = -q .. -1`` (``p = min(modes, ⌈n/2⌉)``,
+    ``q = min(modes - 1, ⌊(n-1)/2⌋) = p - 1``; the Nyquist frequency is dropped); its weights are
+    laid out ``[0, 1, .., modes-1, -(modes-1), .., -1]`` (``2·modes - 1`` entries). The half
+    (rfft) axis keeps ``k = 0 .. p-1`` with weights ``[0 .. modes-1]``.
+
+    Returns:
+        (indices into the FFT output, indices into the weight axis), equally long.
+    """
+    p = min(modes, (n + 1) // 2)
+    fft_idx, w_idx = list(range(p)), list(range(p))
+    if not half:
+        q = min(modes - 1, (n - 1) // 2)
+        fft_idx += list(range(n - q, n))
+        w_idx += list(range(2 * modes - 1 - q, 2 * modes - 1))
+    return fft_idx, w_idx
+
+
+@dataclass(frozen=True)
+class ModeSelection:
+    """Which Fourier coefficients of a ``(T, X, Y, Z)`` grid a layer keeps.
+
+    The real-to-complex (half) transform runs along ``half``, the last axis with more than one
+    point (the ``z`` axis when none has), so 1D and 2D problems get the halving of the real FFT
+    on an axis that has points. Every other axis is a full complex axis.
+
+    Attributes:
+        shape: the grid ``(T, X, Y, Z)``.
+        half: index of the half axis.
+        kept: per axis, ``(p, q)``: the frequencies ``0 .. p-1`` and ``-q .. -1`` are kept
+            (``q = 0`` on the half axis, ``q = p - 1`` on the others), in that order in the
+            kept block.
+    """
+
+    shape: tuple[int, int, int, int]
+    half: int
+    kept: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], modes: tuple[int, int, int, int]) -> "ModeSelection":
+        active = [a for a, n in enumerate(shape) if n > 1]
+        half = active[-1] if active else 3
+        kept = []
+        for a, (n, m) in enumerate(zip(shape, modes, strict=True)):
+            fft_idx, _ = kept_indices(n, m, half=a == half)
+            p = sum(1 for i in fft_idx if i < (n + 1) // 2)
+            kept.append((p, len(fft_idx) - p))
+        return cls(tuple(int(n) for n in shape), half, tuple(kept))
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        """Shape of the kept block over ``(t, x, y, z)``."""
+        return tuple(p + q for p, q in self.kept)
+
+    @property
+    def full_axes(self) -> list[int]:
+        """Axes transformed with a complex FFT (more than one point, not the half axis)."""
+        return [a for a, n in enumerate(self.shape) if n > 1 and a != self.half]
+
+
+class SpectralTransform:
+    """The Fourier transform a spectral layer uses; see :class:`LocalFFT`.
+
+    Only the kept block crosses this seam, so a distributed transform moves only the kept
+    coefficients between ranks.
+    """
+
+    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        """``(B, C, T, X, Y, Z)`` real → ``(B, C, *sel.block_shape)`` complex kept coefficients
+        (``norm="forward"``: the mean of ``x`` is coefficient 0)."""
+        raise NotImplementedError
+
+    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        """Kept coefficients ``(B, C, *sel.block_shape)`` → real ``(B, C, *sel.shape)``, every
+        other coefficient taken as zero."""
+        raise NotImplementedError
+
+
+class LocalFFT(SpectralTransform):
+    """The whole sample on this process, one axis at a time, pruned: the half axis first
+    (``rfft``, then truncated to its kept modes), then each full axis on what is left, so each
+    later transform runs on a fraction of the data; the inverse in reverse order."""
+
+    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        return _Forward.apply(x, sel)
+
+    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        return _Inverse.apply(block, sel)
+
+
+def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str) -> torch.Tensor:
+    """``(B, C, T, X, Y, Z)`` real → kept block ``(B, C, *sel.block_shape)`` complex."""
+    h = 2 + sel.half
+    c = torch.fft.rfft(x, dim=h, norm=norm).narrow(h, 0, sel.kept[sel.half][0])
+    for a in reversed(sel.full_axes):
+        (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
+        c = torch.fft.fft(c, dim=d, norm=norm)
+        c = torch.cat([c.narrow(d, 0, p), c.narrow(d, n - q, q)], dim=d)  # (.., p + q, ..)
+    return c
+
+
+def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str) -> torch.Tensor:
+    """Kept block ``(B, C, *sel.block_shape)`` → ``(B, C, *sel.shape)`` real, the other
+    coefficients zero (``irfftn`` of the zero-filled spectrum)."""
+    c = block
+    for a in sel.full_axes:
+        (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
+        shape = list(c.shape)
+        shape[d] = n
+        full = c.new_zeros(shape)  # frequencies 0 .. p-1 first, -q .. -1 last
+        full.narrow(d, 0, p).copy_(c.narrow(d, 0, p))
+        full.narrow(d, n - q, q).copy_(c.narrow(d, p, q))
+        c = torch.fft.ifft(full, dim=d, norm=norm)
+    h = 2 + sel.half
+    return torch.fft.irfft(c, n=sel.shape[sel.half], dim=h, norm=norm)
+
+
+def _half_weighted(c: torch.Tensor, sel: ModeSelection, factor: float) -> torch.Tensor:
+    """``c`` with the half axis's frequencies ``k > 0`` multiplied by ``factor`` (those stand for
+    ``k`` and ``-k`` in ``irfft``)."""
+    h, p = 2 + sel.half, sel.kept[sel.half][0]
+    c = c.clone()
+    c.narrow(h, 1, p - 1).mul_(factor)
+    return c
+
+
+class _Forward(torch.autograd.Function):
+    """:func:`pruned_forward` (``norm="forward"``). Its adjoint is the unnormalised-forward
+    inverse, ``norm="backward"``, of the gradient with the half axis's ``k > 0`` halved."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        ctx.sel = sel
+        return pruned_forward(x, sel, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return pruned_inverse(_half_weighted(grad, ctx.sel, 0.5), ctx.sel, "backward"), None
+
+
+class _Inverse(torch.autograd.Function):
+    """:func:`pruned_inverse` (``norm="forward"``). Its adjoint is the unnormalised pruned forward
+    transform of the gradient with the half axis's ``k > 0`` doubled."""
+
+    @staticmethod
+    def forward(ctx, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
+        ctx.sel = sel
+        return pruned_inverse(block, sel, "forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _half_weighted(pruned_forward(grad, ctx.sel, "backward"), ctx.sel, 2.0), None
