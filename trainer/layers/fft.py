@@ -2,10 +2,12 @@
 (:class:`ModeSelection`) and the transform that computes only those (:class:`LocalFFT`).
 
 Only the kept modes are computed: the transform runs one axis at a time and truncates after
-each (the real half transform on the last axis with points first), so each later axis is
-transformed on a fraction of the data, and the inverse pads one axis at a time. On a 2D
-trajectory with 8 of 80 points' modes kept per axis this is several times less work than a full
-``rfftn`` → slice → zero-fill → ``irfftn``.
+each, so each later axis is transformed on a fraction of the data, and the inverse pads one axis
+at a time. The real half axis (the last with points) goes first, as a product with the ``p``
+columns of its DFT that are kept (``p`` of ``n/2 + 1``; cheaper than an ``rfft`` and no
+zero-padding for the inverse); the full axes use complex FFTs. On a 2D trajectory with 8 of 80
+points' modes kept per axis this is several times less work than a full ``rfftn`` → slice →
+zero-fill → ``irfftn``.
 
 The two pruned transforms are each other's adjoints up to a weight on the half axis, so each is
 the other's backward pass (one custom autograd function each): no full-size zero-filled
@@ -98,9 +100,9 @@ class SpectralTransform:
 
 
 class LocalFFT(SpectralTransform):
-    """The whole sample on this process, one axis at a time, pruned: the half axis first
-    (``rfft``, then truncated to its kept modes), then each full axis on what is left, so each
-    later transform runs on a fraction of the data; the inverse in reverse order."""
+    """The whole sample on this process, one axis at a time, pruned: the half axis first (its
+    kept DFT columns), then each full axis on what is left, so each later transform runs on a
+    fraction of the data; the inverse in reverse order."""
 
     def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
         return _Forward.apply(x, sel)
@@ -111,8 +113,11 @@ class LocalFFT(SpectralTransform):
 
 def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str) -> torch.Tensor:
     """``(B, C, T, X, Y, Z)`` real → kept block ``(B, C, *sel.block_shape)`` complex."""
-    h = 2 + sel.half
-    c = torch.fft.rfft(x, dim=h, norm=norm).narrow(h, 0, sel.kept[sel.half][0])
+    n, p = sel.shape[sel.half], sel.kept[sel.half][0]
+    # The half axis is the last with points: a product with the first p columns of the DFT.
+    dft = _half_dft(n, p).div(n if norm == "forward" else 1).to(x)  # (n, 2p)
+    c = torch.view_as_complex((x.flatten(2 + sel.half) @ dft).unflatten(-1, (p, 2)))
+    c = c.unflatten(-1, (p, *sel.shape[sel.half + 1 :]))  # (B, C, .., p, 1, ..)
     for a in reversed(sel.full_axes):
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
         c = torch.fft.fft(c, dim=d, norm=norm)
@@ -132,8 +137,21 @@ def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str) -> torch.
         full.narrow(d, 0, p).copy_(c.narrow(d, 0, p))
         full.narrow(d, n - q, q).copy_(c.narrow(d, p, q))
         c = torch.fft.ifft(full, dim=d, norm=norm)
-    h = 2 + sel.half
-    return torch.fft.irfft(c, n=sel.shape[sel.half], dim=h, norm=norm)
+    n, p, h = sel.shape[sel.half], sel.kept[sel.half][0], 2 + sel.half
+    # irfft of coefficients 0 .. p-1: each k > 0 stands for k and -k; Im c(0) does not count.
+    twice = torch.full((2 * p,), 2.0, dtype=torch.float64)
+    twice[:2] = 1.0
+    idft = (_half_dft(n, p) * twice).T.div(n if norm == "backward" else 1)  # (2p, n)
+    rows = torch.view_as_real(c.flatten(h).contiguous()).flatten(-2)  # (.., 2p): (re, im)
+    out = rows @ idft.to(rows)
+    return out.unflatten(-1, sel.shape[sel.half :])
+
+
+def _half_dft(n: int, p: int) -> torch.Tensor:
+    """``(n, 2p)`` float64: ``x @ D`` are the coefficients ``0 .. p-1`` of the unnormalised DFT
+    of ``x`` (``n`` points) as ``(re, im)`` pairs."""
+    angle = 2 * torch.pi / n * torch.outer(torch.arange(n), torch.arange(p)).double()
+    return torch.stack([angle.cos(), -angle.sin()], dim=-1).flatten(1)
 
 
 def _half_weighted(c: torch.Tensor, sel: ModeSelection, factor: float) -> torch.Tensor:
