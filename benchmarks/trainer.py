@@ -99,11 +99,9 @@ def main() -> None:
         use_channel_mlp=False,
     ).to(device)
     xf = x[..., 0].clone()
-    kept_ours = (
-        ours.blocks[0].spectral.kept_weight(ModeSelection.of((t, n, n, 1), cfg.modes)).shape[2:6]
-    )
+    kept_ours = ModeSelection.of((t, n, n, 1), cfg.modes).block_shape[:3]
     kept_fno = fno.fno_blocks.convs[0].weight.shape[2:]
-    print(f"kept frequencies per layer: ours {tuple(kept_ours)}, FNO {tuple(kept_fno)}")
+    print(f"kept frequencies per layer: ours {kept_ours}, FNO {tuple(kept_fno)}")
     med = interleaved(
         {
             "ours": lambda: step_time(ours, lambda: (x, fam), target, args.steps),

@@ -12,19 +12,15 @@ transforms the whole sample on one process; a slab-decomposed transform (each ra
 ``x``-slabs, all-to-all transposes between the axis transforms) implements the same two
 methods, so the layer and the model stay as they are (docs/trainer.md, "Distributed FFT seam").
 
-The contraction is one real batched matrix product over the kept modes: complex numbers stored
-as interleaved ``(re, im)`` pairs, a coefficient row ``[a, b]`` times the real ``2 × 2`` block
-``[[wr, wi], [-wi, wr]]`` per channel pair is ``(a + ib)(wr + i wi)``.
+The contraction is one real batched matrix product over the kept modes: the real and the
+imaginary parts of the coefficients, as rows, times the weights' ``(re, im)`` columns, combined
+as ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``.
 """
 
 import torch
 from torch import nn
 
-from pdeladder.trainer.layers.fft import (
-    LocalFFT,
-    ModeSelection,
-    SpectralTransform,
-)
+from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform, kept_indices
 
 
 class SpectralConv(nn.Module):
@@ -70,41 +66,44 @@ class SpectralConv(nn.Module):
         # FFTs run in float32 even under mixed precision (half precision needs power-of-two sizes).
         with torch.autocast(device_type=x.device.type, enabled=False):
             block = self.transform.forward(x.float(), sel)  # (B, in, kt, kx, ky, kz) complex
-            rows = torch.view_as_real(block.flatten(2).permute(2, 0, 1).contiguous())
-            mixed = torch.bmm(rows.flatten(2), self.mixing_matrix(sel))  # (M, B, 2·out)
-            if bias is not None:  # mode 0 is the zero frequency; its real parts sit at 0::2
-                mixed[0, :, 0::2] += bias.float()
-            mixed = torch.view_as_complex(mixed.unflatten(2, (self.out_channels, 2)))
-            mixed = mixed.permute(1, 2, 0).unflatten(2, sel.block_shape)  # (B, out, kt, kx, ky, kz)
+            mixed = self.mix(block, sel, bias)  # (B, out, kt, kx, ky, kz) complex
             return self.transform.inverse(mixed, sel).to(x.dtype)  # (B, out, T, X, Y, Z)
 
-    def mixing_matrix(self, sel: ModeSelection) -> torch.Tensor:
-        """The real ``(M, 2·in, 2·out)`` matrices of :meth:`kept_weight` per kept mode (``M`` of
-        them, in the block's row-major order), acting on interleaved ``(re, im)`` channels."""
-        w = self.kept_weight(sel).flatten(2, 5).permute(2, 0, 1, 3)  # (M, in, out, 2)
-        turned = torch.stack([-w[..., 1], w[..., 0]], dim=-1)  # i·w: the imaginary input's row
-        return torch.stack([w, turned], dim=2).flatten(3).flatten(1, 2)
+    def mix(self, block: torch.Tensor, sel: ModeSelection, bias=None) -> torch.Tensor:
+        """``W · block`` per kept mode: ``(B, in, *kept)`` → ``(B, out, *kept)`` complex, as one
+        real batched product over the ``M`` kept modes; ``bias`` ``(out,)`` is added to mode 0
+        (the zero frequency)."""
+        b = block.shape[0]
+        # (M, 2B, in): the real parts of the B samples' coefficients, then their imaginary parts
+        rows = torch.view_as_real(block).flatten(2, -2).permute(2, 3, 0, 1)
+        rows = rows.reshape(-1, 2 * b, self.in_channels)
+        prod = torch.bmm(rows, self.kept_weight(sel).flatten(2))  # (M, 2B, 2·out): × (re, im)
+        re_w, im_w = prod.unflatten(2, (self.out_channels, 2)).unbind(-1)  # (M, 2B, out) each
+        real = re_w[:, :b] - im_w[:, b:]  # (a + ib)(c + id) = (ac - bd) + i(ad + bc)
+        imag = im_w[:, :b] + re_w[:, b:]
+        if bias is not None:
+            real[0] += bias.float()
+        mixed = torch.view_as_complex(torch.stack([real, imag], dim=-1))  # (M, B, out)
+        return mixed.permute(1, 2, 0).unflatten(2, sel.block_shape)
 
     def kept_weight(self, sel: ModeSelection) -> torch.Tensor:
-        """The weights of ``sel``'s kept block, real ``(in, out, *sel.block_shape, 2)``: the
-        stored weights at the kept signed frequencies, or, when the half axis is not ``z``, their
-        Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative ones."""
-        w = self.weight.float()  # (in, out, 2mt-1, 2mx-1, 2my-1, mz, 2)
-        for a in range(3):  # signed axes: frequencies 0 .. p-1, then -(p-1) .. -1
-            w = _signed(w, 2 + a, sel.kept[a][0], self.modes[a])
-        w = w.narrow(5, 0, sel.kept[3][0])
-        if sel.half == 3:
-            return w
-        h, p = 2 + sel.half, sel.kept[sel.half][0]
-        # W(-k): on each signed axis the entries [0, -1, .., 1] of [0 .. p-1, -(p-1) .. -1]
-        neg = torch.cat([w.narrow(h, 0, 1), w.narrow(h, p, p - 1).flip(h)], dim=h)
-        for d in range(2, 5):
-            if d != h and neg.shape[d] > 1:
-                neg = torch.cat(
-                    [neg.narrow(d, 0, 1), neg.narrow(d, 1, neg.shape[d] - 1).flip(d)], d
-                )
-        conj = torch.tensor([0.5, -0.5], device=w.device)
-        return w.narrow(h, 0, p) * 0.5 + neg * conj
+        """The complex weights of ``sel``'s kept modes as real ``(M, in, out, 2)`` (modes in the
+        kept block's row-major order): the stored ``W(k)``, or, when the half axis is not ``z``,
+        the Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
+        weight = self.weight.float().flatten(2, 5).permute(2, 0, 1, 3)  # (modes stored, in, out, 2)
+        index, negated = [], []
+        for a, (n, m) in enumerate(zip(sel.shape, self.modes, strict=True)):
+            _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
+            index.append(w_idx)
+            # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
+            negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
+        shape = _weight_shape(self.modes)
+        if sel.half == 3:  # the stored layout: z is the half axis
+            return weight.index_select(0, _flat_index(index, shape, weight.device))
+        both = torch.cat([_flat_index(ix, shape, weight.device) for ix in (index, negated)])
+        pair = weight.index_select(0, both).unflatten(0, (2, -1))  # W(k), W(-k)
+        halves = torch.tensor([[0.5, 0.5], [0.5, -0.5]], device=weight.device)  # ½, ½ conj
+        return (pair * halves[:, None, None, None, :]).sum(0)
 
     @torch.no_grad()
     def grow_modes(self, modes: tuple[int, int, int, int]) -> None:
@@ -129,12 +128,12 @@ class SpectralConv(nn.Module):
         self.weight = nn.Parameter(new)
 
 
-def _signed(w: torch.Tensor, dim: int, p: int, modes: int) -> torch.Tensor:
-    """Frequencies ``0 .. p-1`` and ``-(p-1) .. -1`` of a signed weight axis (``2·modes - 1``
-    entries ``[0 .. modes-1, -(modes-1) .. -1]``); a view when ``p = modes``."""
-    if p == modes:
-        return w
-    return torch.cat([w.narrow(dim, 0, p), w.narrow(dim, 2 * modes - p, p - 1)], dim=dim)
+def _flat_index(index: list[list[int]], shape: tuple[int, ...], device) -> torch.Tensor:
+    """Row-major flat indices into ``shape`` of the block ``index[0] × .. × index[3]``."""
+    flat = torch.zeros((), dtype=torch.long)
+    for ix, n in zip(index, shape, strict=True):
+        flat = (flat[..., None] * n + torch.tensor(ix)).flatten()
+    return flat.to(device)
 
 
 def _block_index(index: list[list[int]], device: torch.device) -> tuple[torch.Tensor, ...]:
