@@ -90,7 +90,7 @@ class SpectralConv(nn.Module):
         """The complex weights of ``sel``'s kept modes as real ``(M, in, out, 2)`` (modes in the
         kept block's row-major order): the stored ``W(k)``, or, when the half axis is not ``z``,
         the Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
-        weight = self.weight.float().flatten(2, 5).permute(2, 0, 1, 3)  # (modes stored, in, out, 2)
+        weight = self.weight.float().flatten(2, 5)  # (in, out, modes stored, 2)
         index, negated = [], []
         for a, (n, m) in enumerate(zip(sel.shape, self.modes, strict=True)):
             _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
@@ -99,11 +99,13 @@ class SpectralConv(nn.Module):
             negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
         shape = _weight_shape(self.modes)
         if sel.half == 3:  # the stored layout: z is the half axis
-            return weight.index_select(0, _flat_index(index, shape, weight.device))
-        both = torch.cat([_flat_index(ix, shape, weight.device) for ix in (index, negated)])
-        pair = weight.index_select(0, both).unflatten(0, (2, -1))  # W(k), W(-k)
-        halves = torch.tensor([[0.5, 0.5], [0.5, -0.5]], device=weight.device)  # ½, ½ conj
-        return (pair * halves[:, None, None, None, :]).sum(0)
+            kept = weight.index_select(2, _flat_index(index, shape, weight.device))
+        else:
+            both = torch.cat([_flat_index(ix, shape, weight.device) for ix in (index, negated)])
+            pair = weight.index_select(2, both).unflatten(2, (2, -1))  # W(k), W(-k)
+            halves = torch.tensor([[0.5, 0.5], [0.5, -0.5]], device=weight.device)  # ½, ½ conj
+            kept = (pair * halves[:, None, :]).sum(2)
+        return kept.permute(2, 0, 1, 3).contiguous()
 
     @torch.no_grad()
     def grow_modes(self, modes: tuple[int, int, int, int]) -> None:
