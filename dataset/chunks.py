@@ -13,6 +13,7 @@ event loop, all keys of a call at once.
 """
 
 import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 from zarr.buffer import default_buffer_prototype
 from zarr.buffer.cpu import Buffer
 from zarr.core.sync import sync
+from zarr.storage import LocalStore
 
 from pdeladder.dataset import format as fmt
 
@@ -102,16 +104,17 @@ class SampleChunks:
             )
         return out
 
-    def decode(self, chunks: Sequence[Any]) -> Any:
-        """One sample's value from its chunks' bytes (any buffer). A single uncompressed chunk
+    def decode(self, chunks: Sequence[Any], out: np.ndarray | None = None) -> Any:
+        """One sample's value from its chunks' bytes (any buffer), into ``out`` (a writable
+        C-contiguous array of ``shape``) when given. Without ``out`` a single uncompressed chunk
         decodes to a read-only view of its bytes, without a copy. Raises ValueError for bytes
         that are not such a chunk."""
         if self.dtype is None:
             (value,) = _STRINGS.decode(chunks[0])
             return str(value)
         if len(chunks) == 1 and self.chunks == self.shape:
-            return self._decode_chunk(chunks[0], None)
-        out = np.empty(self.shape, dtype=self.dtype)
+            return self._decode_chunk(chunks[0], out)
+        out = np.empty(self.shape, dtype=self.dtype) if out is None else out
         step = self.chunks[0]
         for j, data in enumerate(chunks):
             part = out[j * step : (j + 1) * step]
@@ -135,6 +138,34 @@ class SampleChunks:
         target = np.empty(self.chunks, dtype=self.dtype) if out is None else out
         self.compressor.decode(data, out=target)
         return target
+
+    def reads_into(self, store: Any) -> bool:
+        """Whether :func:`read_into` can read a sample straight into an array: one uncompressed
+        chunk per sample, in a local store."""
+        return (
+            self.compressor is None and self.chunks == self.shape and isinstance(store, LocalStore)
+        )
+
+
+def read_into(store: Any, key: str, out: np.ndarray) -> bool:
+    """Read chunk ``key`` of a local store straight into the bytes of ``out`` (C-contiguous),
+    with no buffer in between; False when the chunk is absent. Raises ValueError when the
+    chunk's size is not ``out``'s."""
+    try:
+        file = open(store.root / key, "rb", buffering=0)
+    except FileNotFoundError:
+        return False
+    with file:
+        size = os.fstat(file.fileno()).st_size
+        if size != out.nbytes:
+            raise ValueError(f"chunk holds {size} bytes, expected {out.nbytes}")
+        view, got = memoryview(out.reshape(-1).view(np.uint8)), 0
+        while got < size:
+            n = file.readinto(view[got:])
+            if not n:
+                raise ValueError(f"chunk ended after {got} of {size} bytes")
+            got += n
+    return True
 
 
 def _sync_io(store: Any) -> bool:

@@ -5,7 +5,8 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 :mod:`pdeladder.dataset.loader`.
 """
 
-from collections import deque
+import threading
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,6 +63,29 @@ def prefetched[Job, Result](
         finally:
             for _, fut in window:
                 fut.cancel()
+
+
+class ScratchArrays(threading.local):
+    """Float32 arrays that each thread reuses from one batch to the next, to read samples into:
+    memory that is already mapped costs no page faults, and on a busy machine the faults of a
+    fresh multi-megabyte array cost more than reading it from the page cache.
+
+    ``take(shapes)`` returns one array per shape; they stay this thread's until its next call.
+    """
+
+    def __init__(self) -> None:
+        self.pools: dict[tuple[int, ...], list[np.ndarray]] = {}
+
+    def take(self, shapes: Iterable[tuple[int, ...]]) -> list[np.ndarray]:
+        used: Counter[tuple[int, ...]] = Counter()
+        out = []
+        for shape in shapes:
+            pool = self.pools.setdefault(shape, [])
+            if used[shape] == len(pool):
+                pool.append(np.empty(shape, dtype=np.float32))
+            out.append(pool[used[shape]])
+            used[shape] += 1
+        return out
 
 
 def batch_plan(refs: Iterable[SampleRef], batch_size: int) -> list[list[SampleRef]]:

@@ -40,7 +40,7 @@ import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
-from pdeladder.dataset.collate import batch_plan, collate, prefetched, shard
+from pdeladder.dataset.collate import ScratchArrays, batch_plan, collate, prefetched, shard
 from pdeladder.dataset.store import Group, read_samples
 from pdeladder.errors import UserInputError
 
@@ -116,8 +116,12 @@ class StoreDataset(IterableDataset):
         store = self.catalog.open()
         groups: dict[str, Group] = {p: store.group(p) for p in self.catalog.groups}
 
+        scratch = ScratchArrays()
+
         def load(refs: list[SampleRef]) -> dict:
-            data = read_samples([(groups[r.group], r.index, r.checksum) for r in refs])
+            items = [(groups[r.group], r.index, r.checksum) for r in refs]
+            shapes = [groups[r.group].chunks["fields"].shape for r in refs]
+            data = read_samples(items, out=scratch.take(shapes))
             return collate(
                 list(zip(refs, data, strict=True)), self.catalog, normalize=self.normalize
             )

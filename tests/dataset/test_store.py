@@ -13,7 +13,7 @@ import zarr
 
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
-from pdeladder.dataset.store import FAILED, MISSING, OK, open_store
+from pdeladder.dataset.store import FAILED, MISSING, OK, open_store, read_samples
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
@@ -123,10 +123,11 @@ def _chunk(store_dir: Path, array: str, index: int) -> Path:
     return first if first.is_file() else next(p for p in first.rglob("*") if p.is_file())
 
 
+@pytest.mark.parametrize("compression", ["none", fmt.DEFAULT_COMPRESSION])
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted"])
-def test_corrupt_fields_chunk_names_the_sample(tmp_path, damage):
+def test_corrupt_fields_chunk_names_the_sample(tmp_path, damage, compression):
     store = open_store(str(tmp_path), mode="a")
-    group = store.require_group("s0", HEAT, GRID, n_samples=3)
+    group = store.require_group("s0", HEAT, GRID, n_samples=3, compression=compression)
     for k in range(3):
         group.write(k, array_sample(GRID, k))
     chunk = _chunk(tmp_path, "fields", 1)
@@ -137,11 +138,29 @@ def test_corrupt_fields_chunk_names_the_sample(tmp_path, damage):
     else:
         chunk.unlink()
     reread = open_store(str(tmp_path)).group("s0/heat/2d_n9_t5")
-    with pytest.raises(
-        StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*(corrupt|checksum|missing)"
-    ):
+    named = r"s0/heat/2d_n9_t5 sample 1: .*(corrupt|checksum|missing)"
+    with pytest.raises(StoreError, match=named):
         reread.read(1)
+    checksums = reread.checksums()
+    into = [np.empty((GRID.snapshots, 1, *GRID.shape), np.float32) for _ in range(2)]
+    with pytest.raises(StoreError, match=named):  # the loaders' path: into given arrays
+        read_samples([(reread, k, int(checksums[k])) for k in (2, 1)], out=into)
     np.testing.assert_array_equal(reread.read(2), array_sample(GRID, 2).fields)
+
+
+@pytest.mark.parametrize("compression", ["none", fmt.DEFAULT_COMPRESSION])
+def test_read_samples_into_given_arrays(store_url, compression):
+    group = open_store(store_url, mode="a").require_group(
+        "s0", HEAT, GRID, n_samples=3, compression=compression
+    )
+    for k in range(3):
+        group.write(k, array_sample(GRID, k))
+    checksums = group.checksums()
+    into = [np.full((GRID.snapshots, 1, *GRID.shape), np.nan, np.float32) for _ in range(2)]
+    got = read_samples([(group, k, int(checksums[k])) for k in (2, 0)], out=into)
+    assert all(a is b for a, b in zip(got, into, strict=True))
+    for arr, k in zip(into, (2, 0), strict=True):
+        np.testing.assert_array_equal(arr, array_sample(GRID, k).fields)
 
 
 def test_missing_status_chunk_reads_as_missing(tmp_path):

@@ -120,7 +120,8 @@ class StoreBatches:
     def load(self, gi: int, indices: np.ndarray, solved: bool = True) -> dict[str, Any]:
         """The batch of samples ``indices`` of group ``gi``."""
         g = self.groups[gi]
-        fields = np.stack(read_samples([(g, int(i), int(self._checksums[gi][i])) for i in indices]))
+        fields = np.empty((len(indices), *g.chunks["fields"].shape), np.float32)
+        read_samples([(g, int(i), int(self._checksums[gi][i])) for i in indices], out=list(fields))
         return make_batch(self.layout, g.family, g.grid, fields, self._params[gi][indices], solved)
 
     def _epoch(self, epoch: int) -> list[tuple[int, np.ndarray]]:
