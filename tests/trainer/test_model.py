@@ -3,6 +3,8 @@ growth and activation checkpointing."""
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,6 +164,47 @@ def test_activation_checkpointing_gives_the_same_gradients():
         model(x, family).square().mean().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     torch.testing.assert_close(grads[0], grads[1])
+
+
+SHARDED_RANK = """
+import sys, torch, torch.distributed as dist
+from pdeladder.trainer.models import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.loop import shard
+rank, init, out, config = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+torch.manual_seed(0)  # as reference_case()
+model = LadderOperator(OperatorConfig.from_json(__import__("json").loads(config)))
+x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
+model.checkpointing = True
+model = shard(model, torch.device("cpu"))
+model(x, family).square().mean().backward()
+grads = torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
+if rank == 0:
+    torch.save(grads, out)
+dist.destroy_process_group()
+"""
+
+
+def test_sharded_checkpointed_model_gives_the_unsharded_gradients(tmp_path):
+    """FSDP2 over two real processes (gloo) with activation checkpointing (the lift and the
+    projection are recomputed in the backward pass, with the root's parameters) against one
+    plain process."""
+    out, init = tmp_path / "grads.pt", f"file://{tmp_path / 'rendezvous'}"
+    config = json.dumps(CONFIG.to_json())
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", SHARDED_RANK, str(r), init, str(out), config],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    errors = [p.communicate(timeout=300)[1] for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-2000:] for e in errors)
+    model, x, family = reference_case()
+    model(x, family).square().mean().backward()
+    plain = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(torch.load(out, weights_only=True), plain)
 
 
 if (

@@ -96,8 +96,8 @@ class LadderOperator(nn.Module):
     of ``x``), ``family`` ``(B,)`` integer ids; returns ``(B, out_channels, T, X, Y, Z)``. The
     first ``out_channels`` input channels are the initial state ``u(0)`` per slot.
 
-    Set ``checkpointing = True`` to recompute each block's activations in the backward pass
-    (activation checkpointing) instead of keeping them.
+    Set ``checkpointing = True`` to recompute activations in the backward pass instead of
+    keeping them (activation checkpointing): of the lift, each block and the projection.
     """
 
     name = "ladder_operator"
@@ -136,21 +136,36 @@ class LadderOperator(nn.Module):
             )
         if family.numel() and (family.min() < 0 or family.max() >= cfg.families):
             raise UserInputError(f"{self.name}: family ids must lie in [0, {cfg.families})")
-        shape = x.shape[2:]  # (T, X, Y, Z)
+        # With checkpointing, each stage keeps only its input for the backward pass and
+        # recomputes the rest: the lift's and projection's wide hidden layers as well as the blocks.
+        stage = checkpointed if self.checkpointing and torch.is_grad_enabled() else called
+        h = stage(self.lifted, x, family)  # (B, width, padded T, X, Y, Z)
+        for block in self.blocks:
+            h = stage(block, h)
+        change = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
+        tau = coordinates(x)[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
+        return x[:, : cfg.out_channels] + tau * change
+
+    def lifted(self, x: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+        """Inputs and coordinates lifted to ``width`` channels, plus the family embedding, then
+        zero-padded: ``(B, width, T + pT, X + pX, Y + pY, Z + pZ)``."""
         h = self.lift[1](self.lift[0](torch.cat([x, coordinates(x)], dim=1)))  # (B, 2·width, ..)
         shift = self.lift[2].linear.bias + self.family_embedding(family)  # (B, width)
         h = self.lift[2](h, offset=shift[:, :, None])  # (B, width, T, X, Y, Z)
-        pad = [math.ceil(cfg.padding * n) if n > 1 else 0 for n in shape]
-        h = nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])  # padded (T,X,Y,Z)
-        for block in self.blocks:
-            if self.checkpointing and torch.is_grad_enabled():
-                h = checkpoint(block, h, use_reentrant=False)
-            else:
-                h = block(h)
-        h = h[..., : shape[0], : shape[1], : shape[2], : shape[3]]  # crop the padding
-        change = self.project(h)  # (B, out_channels, T, X, Y, Z)
-        tau = coordinates(x)[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
-        return x[:, : cfg.out_channels] + tau * change
+        pad = [math.ceil(self.config.padding * n) if n > 1 else 0 for n in x.shape[2:]]
+        return nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])
+
+    def projected(self, h: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+        """The padding cropped to ``shape`` ``(T, X, Y, Z)``, then projected to the output slots."""
+        return self.project(h[..., : shape[0], : shape[1], : shape[2], : shape[3]])
+
+
+def called(fn, *args):
+    return fn(*args)
+
+
+def checkpointed(fn, *args):
+    return checkpoint(fn, *args, use_reentrant=False)
 
 
 def coordinates(x: torch.Tensor) -> torch.Tensor:
