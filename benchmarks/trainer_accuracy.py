@@ -4,8 +4,8 @@ and what self-improvement does to the held-out residual and nRMSE.
 Targets: held-out nRMSE <= 5e-2 after at most 10 CPU-minutes of training; the self-improvement
 phase lowers the held-out relative PDE residual without raising the held-out nRMSE.
 
-One stage of 2D heat (``--resolution`` points per axis, 11 snapshots, ``--samples`` solver
-samples, 10 % held out) is materialized with ``pdeladder.curriculum.materialize`` on Ray actors,
+One stage of 2D heat (``--resolution`` points per axis, 17 as in the quick-start curriculum's
+2D stage; 11 snapshots; ``--samples`` solver samples, 10 % held out) is materialized with ``pdeladder.curriculum.materialize`` on Ray actors,
 then trained with ``train_curriculum`` (``--workers`` Ray Train workers, supervised steps, then
 self-improvement steps on unsolved samples of the same distribution), and evaluated with
 ``evaluate_checkpoint``. CPU time is the training stage's wall time times its workers (one
@@ -54,14 +54,14 @@ stages:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("runs/bench-trainer-accuracy"))
-    ap.add_argument("--resolution", type=int, default=33)
-    ap.add_argument("--samples", type=int, default=160)
-    ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--si-steps", type=int, default=200)
+    ap.add_argument("--resolution", type=int, default=17)
+    ap.add_argument("--samples", type=int, default=120)
+    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--si-steps", type=int, default=100)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--width", type=int, default=24)
-    ap.add_argument("--modes", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--width", type=int, default=16)
+    ap.add_argument("--modes", type=int, default=6)
+    ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args()
     if args.smoke:
