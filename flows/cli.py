@@ -90,8 +90,14 @@ def demo(
     for col in columns:
         table.add_column(col, justify="left" if col in ("stage", "family") else "right")
     for row in result["scores"]:
-        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+        table.add_row(*(_cell(row[c]) for c in columns))
     console = Console()
     console.print(table)
     console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}")
     console.print(f"reports and PNGs: {run_dir / 'evaluation'}")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -7,6 +7,7 @@ that import torch), the dominant cost on a small machine, so the kill happens in
 whose other properties are checked too.
 """
 
+import contextvars
 import json
 import os
 import signal
@@ -18,6 +19,10 @@ from typer.testing import CliRunner
 from pdeladder.cli import app
 from pdeladder.trainer.models import load_model
 from pdeladder.trainer.training.run import train_curriculum
+
+#: Set by the test; ``on_metrics`` must see it (callbacks run in the caller's context, as a
+#: Prefect flow run's logger and artifacts need).
+CALLER = contextvars.ContextVar("caller")
 
 pytestmark = [
     pytest.mark.usefixtures("ray_local"),
@@ -32,13 +37,14 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(tiny, 
     seen, killed = [], []
 
     def kill_rank_one_once(metrics: dict) -> None:
-        seen.append(metrics)
+        seen.append(metrics | {"caller": CALLER.get(None)})
         if metrics["stage"] == "s1" and metrics["step"] >= 8 and not killed:
             pid = metrics["worker_pids"][1]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
     run = tmp_path / "run"
+    CALLER.set("this test")
     result = train_curriculum(
         spec,
         store_url=url,
@@ -54,6 +60,7 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(tiny, 
     # s1: 8 supervised + 4 self-improvement steps, finished by a new worker group that resumed
     # from a checkpoint written before the kill (steps 3 or 6; 8 was never checkpointed)
     s1 = [m for m in seen if m["stage"] == "s1"]
+    assert {m["caller"] for m in seen} == {"this test"}
     assert killed and s1[-1]["step"] == 12
     assert s1[-1]["resumed_from"] in (3, 6)
     assert killed[0] not in s1[-1]["worker_pids"]

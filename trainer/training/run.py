@@ -9,6 +9,7 @@ Outputs under ``run_dir``::
     ray/                       Ray Train's run folders and sharded training checkpoints
 """
 
+import contextvars
 import json
 import threading
 import time
@@ -268,7 +269,10 @@ def train_curriculum(
                     if on_metrics is not None:
                         on_metrics(metrics)
 
-            thread = threading.Thread(target=drain, daemon=True)
+            # In the caller's context: callbacks that belong to it (a Prefect flow run's logger,
+            # artifacts and settings) work from this thread too.
+            context = contextvars.copy_context()
+            thread = threading.Thread(target=context.run, args=(drain,), daemon=True)
             thread.start()
             try:
                 result = trainer.fit()
