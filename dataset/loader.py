@@ -2,9 +2,10 @@
 
 Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank
 and DataLoader worker → plan batches by grid → per batch, in background threads running
-``prefetch`` batches ahead: read its samples in one round of concurrent chunk requests (zarr
-decodes them in parallel threads), check their checksums, normalise per channel with the
-store's statistics straight into the batch array → collate. The consumer only takes finished
+``prefetch`` batches ahead: read its samples into arrays the thread reuses (a local store's
+uncompressed chunks straight from the file, others in one round of concurrent requests, then
+decoded in place), check their checksums, normalise per channel with the store's statistics
+straight into the batch array → collate. The consumer only takes finished
 batches. Whole arrays are never loaded; a corrupt chunk or a sample that is not ok raises a
 StoreError naming it.
 
