@@ -32,6 +32,7 @@ from pdeladder.curriculum.weights import Weights, load_weights
 from pdeladder.curriculum.worker import Outcome, Solver, create_group, solver_actor
 from pdeladder.dataset.store import FAILED, OK, open_store
 from pdeladder.errors import UserInputError
+from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
 
 #: Samples in flight per actor: one solving, one queued behind it.
 IN_FLIGHT = 2
@@ -147,16 +148,15 @@ def ray_session(address: str | None, workers: int) -> Iterator[None]:
         yield
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env = {"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}}
     if address:
-        ray.init(address=address, runtime_env=env, log_to_driver=False)
+        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
     else:
-        ray.init(
+        ray_init(
             address="local",  # a fresh runtime, even when `ray start` left one running here
             num_cpus=workers,
             include_dashboard=False,
             log_to_driver=False,
-            runtime_env=env,
+            runtime_env=RUNTIME_ENV,
             _node_ip_address="127.0.0.1",
         )
     try:

@@ -19,18 +19,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def ray_local() -> Iterator[None]:
     import ray
 
-    try:
-        ray.init(
-            address="local",  # a fresh runtime, never one a `ray start` left running
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            _node_ip_address="127.0.0.1",
-            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
-        )
-    except Exception:
-        ray.shutdown()  # a start that timed out must not leave its processes behind
-        raise
+    from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
+
+    ray_init(
+        address="local",  # a fresh runtime, never one a `ray start` left running
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+        runtime_env=RUNTIME_ENV,
+    )
     yield
     ray.shutdown()
 

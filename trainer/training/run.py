@@ -22,6 +22,7 @@ from typing import Any
 from pdeladder.dataset.format import group_path
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
+from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -170,11 +171,11 @@ def _ray(address: str | None) -> None:
     import ray
 
     if not ray.is_initialized():
-        ray.init(
+        ray_init(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
-            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
+            runtime_env=RUNTIME_ENV,
         )
 
 
