@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -100,9 +101,18 @@ def free_port() -> int:
     return unused_port()
 
 
+@dataclass(frozen=True)
+class RayHead:
+    """Addresses of a running Ray head: ``gcs`` to join it (``host:port``), ``jobs`` for its
+    job server (``http://host:port``)."""
+
+    gcs: str
+    jobs: str
+
+
 @pytest.fixture(scope="session")
-def ray_head() -> Iterator[str]:
-    """A real Ray head on 127.0.0.1 with its dashboard (the job server); yields its http URL.
+def ray_head() -> Iterator[RayHead]:
+    """A real Ray head on 127.0.0.1 with its dashboard (the job server).
 
     ``ray start`` runs in a session of its own, and every daemon it starts stays in its process
     group; the group is ended afterwards (what ``ray stop`` does, without touching other Ray
@@ -123,6 +133,7 @@ def ray_head() -> Iterator[str]:
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = os.environ | {
         "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",  # drivers that join it (the UI test's campaign) hold no token
         "OMP_NUM_THREADS": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # jobs' python
     }
@@ -136,7 +147,7 @@ def ray_head() -> Iterator[str]:
         out, _ = proc.communicate(timeout=240)
         if proc.returncode != 0:
             pytest.fail(f"ray start failed: {out[-2000:]}")
-        yield f"http://127.0.0.1:{dashboard}"
+        yield RayHead(gcs=f"127.0.0.1:{port}", jobs=f"http://127.0.0.1:{dashboard}")
     finally:
         stop_group(proc.pid)
         shutil.rmtree(temp, ignore_errors=True)

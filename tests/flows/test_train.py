@@ -12,7 +12,7 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def test_training_as_a_ray_job_reports_metrics_and_a_model(
-    ray_head: str, tiny_store: str, tiny_yaml: str, tmp_path: Path, artifacts
+    ray_head, tiny_store: str, tiny_yaml: str, tmp_path: Path, artifacts
 ):
     run = TrainRun(
         inline_spec=tiny_yaml,
@@ -20,7 +20,7 @@ def test_training_as_a_ray_job_reports_metrics_and_a_model(
         store_url=tiny_store,
         workers=1,
         mode=TrainMode.ray_job,
-        ray_address=ray_head,
+        ray_address=ray_head.jobs,
         run_dir=str(tmp_path / "run"),
     )
     state = train(run, return_state=True)
@@ -36,13 +36,13 @@ def test_training_as_a_ray_job_reports_metrics_and_a_model(
     assert "data:image/png;base64," in arts["train-loss-curves"].data
 
 
-def test_a_failing_ray_job_fails_the_run(ray_head: str, tiny_yaml: str, tmp_path: Path):
+def test_a_failing_ray_job_fails_the_run(ray_head, tiny_yaml: str, tmp_path: Path):
     run = TrainRun(
         inline_spec=tiny_yaml,
         store_url=str(tmp_path / "no-such-store.zarr"),
         workers=1,
         mode=TrainMode.ray_job,
-        ray_address=ray_head,
+        ray_address=ray_head.jobs,
         run_dir=str(tmp_path / "run"),
         retries=0,
     )

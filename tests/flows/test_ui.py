@@ -114,8 +114,10 @@ def screenshot(driver, tmp_path: Path, name: str) -> None:
 
 
 def test_a_campaign_launched_from_the_ui_fills_the_store(
-    served: str, browser, tiny_spec: Path, tmp_path: Path
+    served: str, browser, ray_head, tiny_spec: Path, tmp_path: Path
 ):
+    """The campaign joins a running Ray cluster (the form's Ray address), as on a deployment;
+    a fourth Ray runtime started beside the suite's would not reliably come up on 2 cores."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -129,6 +131,8 @@ def test_a_campaign_launched_from_the_ui_fills_the_store(
     type_into(browser, "Curriculum", str(tiny_spec), clear=True)
     click_in(browser, "Store Url", "str")  # an optional field: choose a string, not None
     type_into(browser, "Store Url", store_url)
+    click_in(browser, "Ray Address", "str")
+    type_into(browser, "Ray Address", ray_head.gcs)
     click_in(browser, "Stages", "Add item")
     type_into(browser, "Stages", "first")
     screenshot(browser, tmp_path, "ui-custom-run.png")
