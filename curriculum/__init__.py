@@ -8,33 +8,29 @@ The names below are imported on first use; the spec imports the equation familie
 DOLFINx), whose parameter models make up the curriculum schema.
 """
 
-from importlib import import_module
-from typing import Any
+from pdeladder.lazy import lazy_exports
 
 #: Public name -> submodule; imported on first use, so ``pdeladder --help`` stays fast.
 _EXPORTS = {
-    "load_curriculum": "loader",
-    "parse_curriculum": "loader",
-    "GroupSummary": "generation",
-    "MaterializeSummary": "generation",
-    "ProgressEvent": "generation",
-    "materialize": "generation",
-    "GroupPlan": "plan",
-    "SampleSpec": "plan",
-    "StagePlan": "plan",
-    "plan_stage": "plan",
-    "Curriculum": "spec",
-    "Stage": "spec",
-    "Training": "spec",
-    "Weights": "weights",
-    "load_weights": "weights",
+    "load_curriculum": ".loader",
+    "parse_curriculum": ".loader",
+    "GroupSummary": ".generation",
+    "MaterializeSummary": ".generation",
+    "ProgressEvent": ".generation",
+    "materialize": ".generation",
+    "GroupPlan": ".plan",
+    "SampleSpec": ".plan",
+    "StagePlan": ".plan",
+    "plan_stage": ".plan",
+    "Curriculum": ".spec",
+    "Stage": ".spec",
+    "Training": ".spec",
+    "Weights": ".weights",
+    "load_weights": ".weights",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -5,8 +5,7 @@ equation loss and a self-improvement phase.
 Python API: :func:`train_curriculum` → :class:`TrainResult`; :func:`evaluate_checkpoint` → dict.
 """
 
-from importlib import import_module
-from typing import Any
+from pdeladder.lazy import lazy_exports
 
 #: Public name -> module; imported on first use, so ``pdeladder --help`` stays fast.
 _EXPORTS = {
@@ -16,10 +15,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = ["TrainResult", "evaluate_checkpoint", "train_curriculum"]
