@@ -30,11 +30,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Tests marked `serial` need the machine to themselves: they run after the parallel ones.
 test: lint browser
-	$(VENV)/bin/pytest -m "not slow" -n 2
+	$(VENV)/bin/pytest -m "not slow and not serial" -n 2
+	$(VENV)/bin/pytest -m "serial and not slow"
 
 test-all: lint browser
-	$(VENV)/bin/pytest -n 2
+	$(VENV)/bin/pytest -m "not serial" -n 2
+	$(VENV)/bin/pytest -m serial
 
 bench: venv
 	$(PY) -m pip install --quiet -e '.[dev,bench]'

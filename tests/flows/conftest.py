@@ -104,10 +104,22 @@ def free_port() -> int:
 @dataclass(frozen=True)
 class RayHead:
     """Addresses of a running Ray head: ``gcs`` to join it (``host:port``), ``jobs`` for its
-    job server (``http://host:port``)."""
+    job server (``http://host:port``); ``temp`` is its temp dir (session logs below it)."""
 
     gcs: str
     jobs: str
+    temp: Path
+
+    def log_excerpt(self, limit: int = 60) -> str:
+        """The lines of the head's raylet and worker logs that say why a process died."""
+        logs = Path(self.temp, "session_latest", "logs")
+        lines = [
+            f"{path.name}: {line.strip()}"
+            for path in sorted(logs.glob("*.out")) + sorted(logs.glob("*.err"))
+            for line in path.read_text(errors="replace").splitlines()
+            if any(w in line for w in ("died", "kill", "Killed", "memory", "Error", "error"))
+        ]
+        return "\n".join(lines[-limit:]) or f"(nothing about deaths under {logs})"
 
 
 @pytest.fixture(scope="session")
@@ -147,7 +159,7 @@ def ray_head() -> Iterator[RayHead]:
         out, _ = proc.communicate(timeout=240)
         if proc.returncode != 0:
             pytest.fail(f"ray start failed: {out[-2000:]}")
-        yield RayHead(gcs=f"127.0.0.1:{port}", jobs=f"http://127.0.0.1:{dashboard}")
+        yield RayHead(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", Path(temp))
     finally:
         stop_group(proc.pid)
         shutil.rmtree(temp, ignore_errors=True)
