@@ -43,6 +43,19 @@ class GroupLayout:
     t_end: float
 
 
+@dataclass(frozen=True)
+class SlotRows:
+    """A group's rows of a batch, in slot order (see :mod:`pdeladder.dataset.loader`)."""
+
+    channel_mask: np.ndarray  # (C,) bool
+    input_mask: np.ndarray  # (C,) bool
+    mean: np.ndarray  # (C,) float32, 0 in unused slots
+    std: np.ndarray  # (C,) float32, 1 in unused slots
+    param_mask: np.ndarray  # (P,) bool
+    slots: slice | np.ndarray  # the group's channel slots: a slice where they form a range
+    full: bool  # the group fills every channel slot
+
+
 @dataclass
 class Catalog:
     url: str
@@ -53,6 +66,7 @@ class Catalog:
     n_params: int
     params: dict[str, np.ndarray]  # group path -> (N, P_group) float64 parameter vectors
     storage_options: dict | None = field(default=None, repr=False)
+    _rows: dict[str, SlotRows] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -99,6 +113,28 @@ class Catalog:
 
     def open(self) -> Store:
         return open_store(self.url, storage_options=self.storage_options)
+
+    def rows(self, path: str) -> SlotRows:
+        """Group ``path``'s batch rows, computed once."""
+        if path not in self._rows:
+            lay, C = self.groups[path], len(self.channels)
+            slots = lay.channel_slots
+            first = int(slots[0])
+            contiguous = np.array_equal(slots, np.arange(first, first + len(slots)))
+            channel_mask, input_mask = np.zeros(C, dtype=bool), np.zeros(C, dtype=bool)
+            mean, std = np.zeros(C, dtype=np.float32), np.ones(C, dtype=np.float32)
+            channel_mask[slots], input_mask[slots] = True, lay.input_slots
+            mean[slots], std[slots] = lay.mean, lay.std
+            self._rows[path] = SlotRows(
+                channel_mask,
+                input_mask,
+                mean,
+                std,
+                np.arange(self.n_params) < lay.n_params,
+                slice(first, first + len(slots)) if contiguous else slots,
+                len(slots) == C,
+            )
+        return self._rows[path]
 
 
 def _select(store: Store, patterns: list[str] | None) -> list[str]:

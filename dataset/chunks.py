@@ -4,18 +4,21 @@ Zarr's array API costs about a millisecond per call (indexing, codec pipeline, a
 round trip and a thread hop per chunk) and a sample touches eight arrays, so the writer and the
 loaders address a sample's chunks as store keys instead. The bytes are exactly what zarr writes
 for these arrays (Zarr v3 ``bytes`` codec: little-endian, C order, then the array's compressor;
-``vlen-utf8`` for strings; ``default`` chunk keys ``c/i/j/...``), so zarr, xarray and ``verify``
+``vlen-utf8`` for strings; ``default`` chunk keys ``c.i.j...``), so zarr, xarray and ``verify``
 see ordinary arrays; ``verify`` checks that every array has the codecs this module assumes.
 
 Stores with synchronous I/O (zarr's ``LocalStore``) are read and written in the calling thread,
-one system call sequence per chunk; others (fsspec: ``memory://``, ``s3://``) through zarr's
-event loop, all keys of a call at once.
+one system call sequence per chunk, as zarr does it (a chunk is written under a temporary name,
+then renamed over its key); others (fsspec: ``memory://``, ``s3://``) through zarr's event loop,
+all keys of a call at once.
 """
 
 import asyncio
 import os
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numcodecs
@@ -59,6 +62,7 @@ class SampleChunks:
     dtype: np.dtype | None  # little-endian numeric dtype, None for UTF-8 strings
     fill: Any
     compressor: Any
+    separator: str  # of the ``default`` chunk keys
 
     @classmethod
     def of(cls, group_path: str, spec: fmt.ArraySpec) -> "SampleChunks":
@@ -70,6 +74,7 @@ class SampleChunks:
             dtype,
             spec.fill_value,
             _compressor(spec.compression),
+            spec.separator,
         )
 
     @property
@@ -79,10 +84,11 @@ class SampleChunks:
 
     def keys(self, index: int) -> list[str]:
         """The store keys of sample ``index``'s chunks, in order."""
-        rest = "/0" * max(0, len(self.shape) - 1)
+        sep = self.separator
         if not self.shape:
-            return [f"{self.prefix}/c/{index}"]
-        return [f"{self.prefix}/c/{index}/{j}{rest}" for j in range(self.blocks)]
+            return [f"{self.prefix}/c{sep}{index}"]
+        rest = f"{sep}0" * (len(self.shape) - 1)
+        return [f"{self.prefix}/c{sep}{index}{sep}{j}{rest}" for j in range(self.blocks)]
 
     def encode(self, value: Any) -> list[Any]:
         """The chunks of one sample's ``value`` (shape ``shape``) as stored, each a buffer (an
@@ -168,6 +174,36 @@ def read_into(store: Any, key: str, out: np.ndarray) -> bool:
     return True
 
 
+def write_file(path: os.PathLike, data: Any, *, atomic: bool = True) -> None:
+    """Write ``data`` (any buffer) to the file ``path``, creating missing folders.
+
+    Atomically (as zarr's ``LocalStore`` does) into ``<path>.<random>.partial``, then renamed
+    over ``path``: a reader sees the old chunk or the new one, never part of one. Without
+    ``atomic`` straight into ``path``, for chunks that no reader trusts until a later atomic
+    write commits them (a sample's records before its status).
+    """
+    path = Path(path)
+    target = path.with_suffix(f".{uuid.uuid4().hex}.partial") if atomic else path
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_EXCL if atomic else os.O_TRUNC
+    try:
+        fd = os.open(target, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, flags, 0o644)
+    try:
+        with open(fd, "wb", buffering=0, closefd=True) as file:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[file.write(view) :]
+        if atomic:
+            os.replace(target, path)
+    except BaseException:
+        if atomic:
+            target.unlink(missing_ok=True)
+        raise
+
+
 def _sync_io(store: Any) -> bool:
     return hasattr(store, "get_sync") and hasattr(store, "set_sync")
 
@@ -188,24 +224,20 @@ async def aget(store: Any, keys: Sequence[str]) -> list[Any]:
     return [None if b is None else b.as_numpy_array() for b in found]
 
 
-async def aput(store: Any, items: dict[str, Any]) -> None:
-    """Store each ``key: buffer`` on zarr's event loop; every chunk is written atomically by
-    the store (a local file is written under a temporary name, then renamed)."""
-    buffers = {k: Buffer.from_bytes(memoryview(v)) for k, v in items.items()}
-    if _sync_io(store):
-        await asyncio.to_thread(_put_sync, store, buffers)
+def put(store: Any, items: dict[str, Any], *, atomic: bool = True) -> None:
+    """Store each ``key: buffer``; from any thread but zarr's event loop. A local store's
+    files are written in the calling thread (:func:`write_file`, with ``atomic``), other
+    stores' keys all at once on zarr's event loop (an object store writes each atomically)."""
+    if isinstance(store, LocalStore):
+        for key, value in items.items():
+            write_file(store.root / key, value, atomic=atomic)
     else:
-        await gather(*(store.set(k, b) for k, b in buffers.items()))
+        sync(gather(*(store.set(k, Buffer.from_bytes(memoryview(v))) for k, v in items.items())))
 
 
 def _get_sync(store: Any, keys: Sequence[str]) -> list[Any]:
     found = [store.get_sync(k) for k in keys]
     return [None if b is None else b.as_numpy_array() for b in found]
-
-
-def _put_sync(store: Any, buffers: dict[str, Buffer]) -> None:
-    for k, b in buffers.items():
-        store.set_sync(k, b)
 
 
 async def gather(*aws: Any) -> list[Any]:

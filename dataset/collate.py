@@ -8,6 +8,7 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -44,25 +45,39 @@ def shard(
 
 
 def prefetched[Job, Result](
-    read: Callable[[Job], Result], jobs: Iterable[Job], depth: int
+    read: Callable[[Job], Result],
+    jobs: Iterable[Job],
+    depth: int,
+    pool: ThreadPoolExecutor | None = None,
 ) -> Iterator[tuple[Job, Result]]:
     """``(job, read(job))`` in order, with up to ``depth`` reads running ahead in background
-    threads; a read's error is raised where its result would have been yielded. Leaving the
-    loop early waits for the reads in flight (at most ``depth``), so no thread outlives it."""
-    with ThreadPoolExecutor(max_workers=max(1, min(depth, 8))) as pool:
-        window: deque = deque()
-        try:
-            for job in jobs:
-                window.append((job, pool.submit(read, job)))
-                if len(window) > depth:
-                    done, fut = window.popleft()
-                    yield done, fut.result()
-            while window:
+    threads: ``pool``'s (at least ``depth`` of them, reused across loops), else threads of
+    the loop's own. A read's error is raised where its result would have been yielded.
+    Leaving the loop early waits for the reads in flight (at most ``depth``), so no read
+    outlives it."""
+    if pool is None:
+        with ThreadPoolExecutor(max_workers=prefetch_threads(depth)) as own:
+            yield from prefetched(read, jobs, depth, own)
+        return
+    window: deque = deque()
+    try:
+        for job in jobs:
+            window.append((job, pool.submit(read, job)))
+            if len(window) > depth:
                 done, fut = window.popleft()
                 yield done, fut.result()
-        finally:
-            for _, fut in window:
-                fut.cancel()
+        while window:
+            done, fut = window.popleft()
+            yield done, fut.result()
+    finally:
+        for _, fut in window:
+            fut.cancel()
+        futures.wait([fut for _, fut in window])
+
+
+def prefetch_threads(depth: int) -> int:
+    """Threads that run ``depth`` reads ahead."""
+    return max(1, min(depth, 8))
 
 
 class ScratchArrays(threading.local):
@@ -123,52 +138,47 @@ def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
     """One batch of a single grid shape as the dict documented in :mod:`pdeladder.dataset.loader`."""
     B, C, P = len(items), len(catalog.channels), catalog.n_params
     T, _, X, Y, Z = items[0][1].shape
+    refs = [ref for ref, _ in items]
+    layouts = [catalog.groups[ref.group] for ref in refs]
+    rows = [catalog.rows(ref.group) for ref in refs]
     # every value is written below unless some family leaves channel slots empty (zeros)
-    full = all(len(catalog.groups[ref.group].channel_slots) == C for ref, _ in items)
-    fields = (np.empty if full else np.zeros)((B, T, C, X, Y, Z), dtype=np.float32)
-    channel_mask = np.zeros((B, C), dtype=bool)
-    input_mask = np.zeros((B, C), dtype=bool)
-    mean = np.zeros((B, C), dtype=np.float32)
-    std = np.ones((B, C), dtype=np.float32)
-    params = np.zeros((B, P), dtype=np.float32)
-    param_mask = np.zeros((B, P), dtype=bool)
+    fields = (np.empty if all(r.full for r in rows) else np.zeros)(
+        (B, T, C, X, Y, Z), dtype=np.float32
+    )
     per_channel = (1, -1, 1, 1, 1)
-    for b, (ref, data) in enumerate(items):
-        lay = catalog.groups[ref.group]
-        slots = lay.channel_slots
-        channel_mask[b, slots] = True
-        input_mask[b, slots] = lay.input_slots
-        first = int(slots[0])
-        contiguous = np.array_equal(slots, np.arange(first, first + len(slots)))
+    for b, ((_, data), lay, row) in enumerate(zip(items, layouts, rows, strict=True)):
         # normalise straight into the batch where the slots are a range (a view), else via one
         # temporary scattered into the slots
-        out = fields[b, :, first : first + len(slots)] if contiguous else np.empty_like(data)
+        ranged = isinstance(row.slots, slice)
+        out = fields[b, :, row.slots] if ranged else np.empty_like(data)
         if normalize:
-            mean[b, slots], std[b, slots] = lay.mean, lay.std
             np.subtract(data, lay.mean.reshape(per_channel), out=out)
             np.divide(out, lay.std.reshape(per_channel), out=out)
         else:
             out[...] = data
-        if not contiguous:
-            fields[b][:, slots] = out
-        param_mask[b, : lay.n_params] = True
+        if not ranged:
+            fields[b][:, row.slots] = out
+    params = np.zeros((B, P), dtype=np.float32)
+    for b, (ref, lay) in enumerate(zip(refs, layouts, strict=True)):
         params[b, : lay.n_params] = catalog.params[ref.group][ref.index]
-    dim, resolution, _ = items[0][0].bucket
+    if normalize:
+        mean, std = np.stack([r.mean for r in rows]), np.stack([r.std for r in rows])
+    else:
+        mean, std = np.zeros((B, C), dtype=np.float32), np.ones((B, C), dtype=np.float32)
+    dim, resolution, _ = refs[0].bucket
     return {
         "fields": torch.from_numpy(fields),
-        "channel_mask": torch.from_numpy(channel_mask),
-        "input_mask": torch.from_numpy(input_mask),
+        "channel_mask": torch.from_numpy(np.stack([r.channel_mask for r in rows])),
+        "input_mask": torch.from_numpy(np.stack([r.input_mask for r in rows])),
         "mean": torch.from_numpy(mean),
         "std": torch.from_numpy(std),
         "params": torch.from_numpy(params),
-        "param_mask": torch.from_numpy(param_mask),
-        "family": [catalog.groups[r.group].family for r, _ in items],
-        "family_id": torch.tensor([catalog.groups[r.group].family_id for r, _ in items]),
-        "t_end": torch.tensor(
-            [catalog.groups[r.group].t_end for r, _ in items], dtype=torch.float64
-        ),
+        "param_mask": torch.from_numpy(np.stack([r.param_mask for r in rows])),
+        "family": [lay.family for lay in layouts],
+        "family_id": torch.tensor([lay.family_id for lay in layouts]),
+        "t_end": torch.tensor([lay.t_end for lay in layouts], dtype=torch.float64),
         "dim": dim,
         "resolution": resolution,
-        "group": [r.group for r, _ in items],
-        "index": torch.tensor([r.index for r, _ in items]),
+        "group": [ref.group for ref in refs],
+        "index": torch.tensor([ref.index for ref in refs]),
     }

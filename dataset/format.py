@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 3, as data.
+"""The pdeladder store format, version 4, as data.
 
 The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
 the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
@@ -6,7 +6,7 @@ same tree, annotated. Everything here is derived from a group's attributes, so a
 neither DOLFINx nor the family's code.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,9 +15,10 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from pdeladder.errors import FormatError
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 3
-#: Versions this code reads. Version 2 checksummed with CRC-32 (zlib), version 1 also kept one
-#: array per solver statistic (``stats_<name>``).
+FORMAT_VERSION = 4
+#: Versions this code reads (and writes samples into). Version 3 differs only in its chunk keys
+#: (``/`` as separator, see :func:`key_separator`); version 2 checksummed with CRC-32 (zlib),
+#: version 1 also kept one array per solver statistic (``stats_<name>``).
 OLDEST_READABLE_VERSION = 3
 
 #: ``status`` values. A sample is present only if its status is OK.
@@ -90,6 +91,7 @@ class ArraySpec:
     attrs: dict[str, Any] = field(default_factory=dict)
     fill_value: Any = 0
     compression: str = "none"
+    separator: str = "."  # of the ``default`` chunk keys: ``c.i.j`` (or ``c/i/j``)
 
     @property
     def per_sample(self) -> bool:
@@ -132,6 +134,14 @@ def check_version(attrs: dict[str, Any], where: str) -> None:
             f"{where}: format version {version} is newer than this pdeladder reads "
             f"({FORMAT_VERSION}); upgrade pdeladder"
         )
+
+
+def key_separator(version: int) -> str:
+    """The separator of a group's ``default`` chunk keys: ``.`` from version 4 on, so that
+    every chunk of an array is a file in the array's folder (``fields/c.17.0.0.0.0.0``), not
+    one nested folder per index (``fields/c/17/0/0/0/0/0``: seven folders per sample to
+    create, which cost more than writing a small sample's bytes)."""
+    return "/" if version < 4 else "."
 
 
 def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
@@ -229,7 +239,8 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
             float("nan"),
         ),
     ]
-    return coords + per_sample
+    sep = key_separator(meta.get("format_version", FORMAT_VERSION))
+    return [replace(spec, separator=sep) for spec in coords + per_sample]
 
 
 def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:

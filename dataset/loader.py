@@ -37,11 +37,22 @@ samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP)
 :meth:`StoreDataset.set_epoch` before each epoch to reshuffle.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
-from pdeladder.dataset.collate import ScratchArrays, batch_plan, collate, prefetched, shard
+from pdeladder.dataset.collate import (
+    ScratchArrays,
+    batch_plan,
+    collate,
+    prefetch_threads,
+    prefetched,
+    shard,
+)
 from pdeladder.dataset.store import Group, read_samples
 from pdeladder.errors import UserInputError
 
@@ -85,6 +96,10 @@ class StoreDataset(IterableDataset):
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
         self.epoch = 0
         self.prefetch = PREFETCH_BATCHES
+        self._reader: _Reader | None = None
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"_reader": None}  # DataLoader workers open the store themselves
 
     @property
     def families(self) -> list[str]:
@@ -114,10 +129,14 @@ class StoreDataset(IterableDataset):
         )
 
     def __iter__(self):
-        store = self.catalog.open()
-        groups: dict[str, Group] = {p: store.group(p) for p in self.catalog.groups}
-
-        scratch = ScratchArrays()
+        threads = prefetch_threads(self.prefetch)
+        reader = self._reader
+        if reader is None or reader.pid != os.getpid() or reader.threads != threads:
+            store = self.catalog.open()
+            groups = {p: store.group(p) for p in self.catalog.groups}
+            pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
+            reader = self._reader = _Reader(os.getpid(), threads, groups, pool, ScratchArrays())
+        groups, scratch = reader.groups, reader.scratch
 
         def load(refs: list[SampleRef]) -> dict:
             items = [(groups[r.group], r.index, r.checksum) for r in refs]
@@ -128,5 +147,18 @@ class StoreDataset(IterableDataset):
             )
 
         plan = batch_plan(self.samples(), self.batch_size)
-        for _, batch in prefetched(load, plan, self.prefetch):
+        for _, batch in prefetched(load, plan, self.prefetch, reader.pool):
             yield batch
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """What a process keeps across epochs: the opened groups (their metadata costs
+    milliseconds to read, more than a small sample), the prefetch threads and the arrays they
+    read into (already mapped: no page faults)."""
+
+    pid: int
+    threads: int
+    groups: dict[str, Group]
+    pool: ThreadPoolExecutor
+    scratch: ScratchArrays

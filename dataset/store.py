@@ -18,18 +18,19 @@ Example::
 
 Speed: a sample's chunks are written and read as store keys (:mod:`pdeladder.dataset.chunks`),
 not through zarr's array API, whose fixed cost per call exceeds the I/O of a small chunk. A
-write is one request to zarr's event loop: the fields and records are written in one thread
-while another computes the checksum and moments, then those, then status.
+write puts the fields while background threads compute their checksum and moments and put the
+records, then the digest, then status: a local store's files in the calling thread, other stores' keys in
+one round of concurrent requests each.
 :func:`read_samples` reads the chunks of several samples in one call.
 """
 
-import asyncio
 import json
 import os
 import uuid
 import zlib
-from collections.abc import Coroutine, Sequence
-from functools import cached_property
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent import futures
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -301,6 +302,7 @@ async def _require_array(
             compressors=fmt.COMPRESSIONS[spec.compression] or None,
             dimension_names=spec.dims,
             attributes=spec.attrs,
+            chunk_key_encoding={"name": "default", "separator": spec.separator},
             config=_ARRAY_CONFIG,
         )
     except (zarr.errors.ContainsArrayError, zarr.errors.ContainsArrayAndGroupError):
@@ -530,11 +532,11 @@ class Group:
         refused (UserInputError), after which the sample is missing."""
         self._check_write(sample)
         self._check_index(index)
-        self._run_write(index, self._write(index, sample))
+        self._guarded_write(index, lambda: self._write(index, sample))
 
-    def _run_write(self, index: int, coro: Coroutine[Any, Any, None]) -> None:
+    def _guarded_write(self, index: int, write: Callable[[], None]) -> None:
         try:
-            _run(coro)
+            write()
         except (StoreError, UserInputError):
             raise
         except Exception as err:
@@ -550,14 +552,19 @@ class Group:
             out.update(zip(spec.keys(index), spec.encode(value), strict=True))
         return out
 
-    async def _write(self, index: int, sample: Sample) -> None:
-        """One request to zarr's loop: while one thread computes the checksum and moments,
-        another writes the fields and the solver's records; then the digest, then status."""
-        store, status = self._zstore, self.chunks["status"]
-        (raw,) = await chunks.aget(store, status.keys(index))
+    def _put(self, index: int, values: dict[str, Any]) -> None:
+        """Store sample ``index``'s ``values``; only its status atomically: the other records
+        count only once a later status write says ok (or failed)."""
+        chunks.put(self._zstore, self._encoded(index, values), atomic="status" in values)
+
+    def _write(self, index: int, sample: Sample) -> None:
+        """Write the fields while background threads compute their checksum and moments and
+        write the solver's records; then the digest, then status."""
+        status = self.chunks["status"]
+        (raw,) = chunks.get(self._zstore, status.keys(index))
         before = MISSING if raw is None else int(status.decode([raw]))
         if before != MISSING:
-            await chunks.aput(store, self._encoded(index, {"status": MISSING}))
+            self._put(index, {"status": MISSING})
         records = {
             "params": sample.params.vector(),
             "seed": sample.seed,
@@ -569,17 +576,19 @@ class Group:
         elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
             records["reason"] = ""
         if sample.ok:
-            records["fields"] = sample.fields
-            writing = chunks.aput(store, self._encoded(index, records))
-            (crc, moments), _ = await chunks.gather(
-                asyncio.to_thread(_digest, sample.fields), writing
-            )
+            pool = _digests()
+            side = [pool.submit(_digest, sample.fields), pool.submit(self._put, index, records)]
+            try:
+                self._put(index, {"fields": sample.fields})
+            finally:
+                futures.wait(side)  # nothing outlives a failed write
+            (crc, moments), _ = (job.result() for job in side)
             if not np.isfinite(moments).all():
                 raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
-            await chunks.aput(store, self._encoded(index, {"checksum": crc, "moments": moments}))
+            self._put(index, {"checksum": crc, "moments": moments})
         else:
-            await chunks.aput(store, self._encoded(index, records))
-        await chunks.aput(store, self._encoded(index, {"status": OK if sample.ok else FAILED}))
+            self._put(index, records)
+        self._put(index, {"status": OK if sample.ok else FAILED})
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
@@ -597,11 +606,11 @@ class Group:
             if spec.per_sample
         ]
 
-        async def grow_and_write() -> None:
-            await chunks.gather(*resized)
-            await self._write(n, sample)
+        def grow_and_write() -> None:
+            _run(chunks.gather(*resized))
+            self._write(n, sample)
 
-        self._run_write(n, grow_and_write())
+        self._guarded_write(n, grow_and_write)
         return n
 
     def _check_write(self, sample: Sample) -> None:
@@ -667,6 +676,14 @@ class Group:
 
 def _digest(fields: np.ndarray) -> tuple[int, np.ndarray]:
     return checksum(fields), sample_moments(fields)
+
+
+@cache
+def _digests() -> futures.ThreadPoolExecutor:
+    """The threads that digest a sample and write its records while its fields are written
+    (numpy, CRC-32C and file I/O release the GIL), shared by every writer of the process."""
+    workers = 2 * (os.cpu_count() or 1)
+    return futures.ThreadPoolExecutor(workers, thread_name_prefix="pdeladder-write")
 
 
 def read_samples(

@@ -93,11 +93,12 @@ def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
 
 def check_encoding(arr: zarr.Array, spec: fmt.ArraySpec) -> Iterator[str]:
     """A per-sample array's chunk keys and codecs are those that
-    :mod:`pdeladder.dataset.chunks` writes and reads: ``default`` keys with ``/``, then
+    :mod:`pdeladder.dataset.chunks` writes and reads: ``default`` keys with the group's
+    separator (``.``; ``/`` before format version 4), then
     ``bytes`` (little-endian) and the group's compressor, or ``vlen-utf8`` for strings."""
     keys = arr.metadata.chunk_key_encoding.to_dict()
-    if keys != {"name": "default", "configuration": {"separator": "/"}}:
-        yield f"{spec.name}: chunk key encoding is {keys}, expected default with '/'"
+    if keys != {"name": "default", "configuration": {"separator": spec.separator}}:
+        yield f"{spec.name}: chunk key encoding is {keys}, expected default with {spec.separator!r}"
     codecs = [c.to_dict() for c in arr.metadata.codecs]
     names = [c["name"] for c in codecs]
     compressors = [c.to_dict()["name"] for c in fmt.COMPRESSIONS[spec.compression]]

@@ -119,9 +119,7 @@ def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):
 
 def test_corrupt_chunk_stops_the_loader_naming_the_sample(mixed_store, tmp_path):
     url, _ = mixed_store
-    chunk = next(
-        p for p in (tmp_path / "store/s0/heat/2d_n9_t5/fields/c/2").rglob("*") if p.is_file()
-    )
+    chunk = next((tmp_path / "store/s0/heat/2d_n9_t5/fields").glob("c.2.*"))
     chunk.write_bytes(b"\x00" * 32)
     with pytest.raises(StoreError, match="s0/heat/2d_n9_t5 sample 2"):
         list(StoreDataset(url, batch_size=2))

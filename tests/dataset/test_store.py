@@ -119,8 +119,9 @@ def test_chan_merge_is_exact_for_uneven_parts():
 
 
 def _chunk(store_dir: Path, array: str, index: int) -> Path:
-    first = store_dir / "s0/heat/2d_n9_t5" / array / "c" / str(index)
-    return first if first.is_file() else next(p for p in first.rglob("*") if p.is_file())
+    """The (first) chunk file of sample ``index`` in ``array``."""
+    folder = store_dir / "s0/heat/2d_n9_t5" / array
+    return next(p for p in sorted(folder.glob(f"c.{index}*")) if p.name.split(".")[1] == str(index))
 
 
 @pytest.mark.parametrize("compression", ["none", fmt.DEFAULT_COMPRESSION])
@@ -303,7 +304,7 @@ def test_chunks_are_what_zarr_writes_and_reads(tmp_path, monkeypatch, compressio
         assert plain["seed"][k] == k and plain["checksum"][k] == group.checksums()[k]
         np.testing.assert_array_equal(plain["moments"][k], sample_moments(s.fields))
         assert json.loads(str(plain["provenance"][k])) == s.provenance
-    (tmp_path / group.path / "fields/c/1/2/0/0/0/0").write_bytes(b"\x07" * 40)
+    (tmp_path / group.path / "fields/c.1.2.0.0.0.0").write_bytes(b"\x07" * 40)
     with pytest.raises(StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*corrupt"):
         open_store(str(tmp_path)).group(group.path).read(1)
     verify_problems = store_problems(open_store(str(tmp_path)))[group.path]
@@ -319,3 +320,28 @@ def test_sample_moments_are_exact_in_float64():
         assert got[c, 0] == x.size
         assert got[c, 1] == pytest.approx(x.mean(), rel=1e-15)
         assert got[c, 2] == pytest.approx(((x - x.mean()) ** 2).sum(), rel=1e-9)
+
+
+def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monkeypatch):
+    """Version 4 keys every chunk as a file of its array's folder (``seed/c.1``); a version 3
+    group (``seed/c/1``) is read, verified and written into as before, by its own keys."""
+    from pdeladder.dataset import store as store_module
+
+    samples = [array_sample(GRID, k) for k in range(2)]
+    new = open_store(str(tmp_path / "v4"), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    new.write(1, samples[1])
+    assert (tmp_path / "v4" / new.path / "seed" / "c.1").is_file()
+    assert not list((tmp_path / "v4").rglob("*.partial"))
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 3})
+        old = open_store(str(tmp_path / "v3"), mode="a").require_group(
+            "s0", HEAT, GRID, n_samples=2
+        )
+    assert old.attrs["format_version"] == 3
+    for k, s in enumerate(samples):
+        old.write(k, s)
+    assert (tmp_path / "v3" / old.path / "seed" / "c" / "1").is_file()
+    assert not list((tmp_path / "v3" / old.path / "seed").glob("c.*"))
+    reopened = open_store(str(tmp_path / "v3"))
+    np.testing.assert_array_equal(reopened.group(old.path).read(1), samples[1].fields)
+    assert store_problems(reopened) == {old.path: []}
