@@ -1,70 +1,78 @@
-"""Codecs of the ``fields`` array on real solver output: compression ratio, write and read speed.
+"""Codecs of the ``fields`` array on real solver output: compression ratio, encode and decode speed.
 
-Run: ``python benchmarks/compression.py``. Writes each codec's store under a temporary folder,
-one sample per chunk as the format prescribes, and prints one row per codec.
+Run: ``python benchmarks/compression.py``. Each codec encodes and decodes every sample as one
+chunk (as the format stores them), through the same numcodecs objects the store's writer and
+loaders use (:mod:`pdeladder.dataset.chunks`), decoding into a reused array as the loader does.
+Blosc runs single-threaded, as it does in the loader's threads and in a writer beside other
+solver processes; the numbers are per core. Best of ``REPEATS``; ratios do not vary between
+runs, speeds on a shared machine do (by up to 2x), so compare rows of one run.
+
+Two sizes of heat-equation trajectories (2D, T = 21): 129² (the curricula's middle stages) and
+256² (their finest 2D stage), 8 samples each.
 """
 
 import tempfile
 import time
 from pathlib import Path
 
+import numcodecs.blosc
 import numpy as np
-import zarr
 from _data import heat_samples  # benchmarks/_data.py (the script folder is on sys.path)
 from rich.console import Console
 from rich.table import Table
 
-from pdeladder.dataset.format import COMPRESSIONS, DEFAULT_COMPRESSION
+from pdeladder.dataset.chunks import SampleChunks
+from pdeladder.dataset.format import COMPRESSIONS, DEFAULT_COMPRESSION, ArraySpec
 
-N, DIM, RESOLUTION, SNAPSHOTS = 8, 2, 129, 21
+N, DIM, SNAPSHOTS = 8, 2, 21
+RESOLUTIONS = (129, 256)
+REPEATS = 5
 
 
-def measure(name: str, data: np.ndarray, root: Path, repeats: int = 3) -> dict:
-    """Ratio and best-of-``repeats`` write/read throughput (MB/s) of one codec."""
-    writes, reads = [], []
-    for r in range(repeats):
-        arr = zarr.create_array(
-            str(root / f"{name}-{r}"),
-            shape=data.shape,
-            dtype="float32",
-            chunks=(1, *data.shape[1:]),
-            compressors=COMPRESSIONS[name] or None,
-        )
+def measure(name: str, data: list[np.ndarray]) -> dict:
+    """Ratio and best-of-``REPEATS`` encode/decode throughput (MB/s) of one codec."""
+    shape = data[0].shape
+    spec = ArraySpec("fields", (len(data), *shape), (), "float32", (1, *shape), compression=name)
+    codec = SampleChunks.of("bench", spec)
+    encoded = [codec.encode(d) for d in data]
+    out = np.empty(shape, dtype=np.float32)
+    encode = decode = float("inf")
+    for _ in range(REPEATS):
         t0 = time.perf_counter()
-        for i in range(len(data)):
-            arr[i] = data[i]
-        writes.append(time.perf_counter() - t0)
+        for d in data:
+            codec.encode(d)
+        encode = min(encode, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        for i in range(len(data)):
-            assert arr[i].shape == data.shape[1:]
-        reads.append(time.perf_counter() - t0)
-    stored = arr.nbytes_stored()
-    mb = data.nbytes / 1e6
-    return {
-        "codec": name,
-        "ratio": data.nbytes / stored,
-        "write": mb / min(writes),
-        "read": mb / min(reads),
-    }
+        for chunks in encoded:
+            codec.decode(chunks, out)
+        decode = min(decode, time.perf_counter() - t0)
+    raw = sum(d.nbytes for d in data)
+    stored = sum(memoryview(c).nbytes for chunks in encoded for c in chunks)
+    return {"ratio": raw / stored, "encode": raw / 1e6 / encode, "decode": raw / 1e6 / decode}
 
 
 def main() -> None:
-    console = Console()
+    numcodecs.blosc.use_threads = False  # one core, as in the loader's and writers' threads
+    console = Console(width=120)
     cache = Path(tempfile.gettempdir()) / "pdeladder-bench-cache"
-    data = np.stack([s.fields for s in heat_samples(N, DIM, RESOLUTION, SNAPSHOTS, cache)])
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(name, data, Path(tmp)) for name in COMPRESSIONS]
     table = Table(
-        title=f"fields codecs, heat {DIM}D {RESOLUTION}² T={SNAPSHOTS}, {N} samples "
-        f"({data.nbytes / 1e6:.0f} MB), one sample per chunk"
+        title=f"fields codecs on heat {DIM}D, T={SNAPSHOTS}, {N} samples, one sample per chunk, "
+        "one core"
     )
-    for col in ("codec", "ratio", "write MB/s", "read MB/s"):
+    for col in (
+        "codec",
+        *(f"{r}²: {m}" for r in RESOLUTIONS for m in ("ratio", "enc MB/s", "dec MB/s")),
+    ):
         table.add_column(col, justify="left" if col == "codec" else "right")
-    for r in rows:
-        mark = " (default)" if r["codec"] == DEFAULT_COMPRESSION else ""
-        table.add_row(
-            r["codec"] + mark, f"{r['ratio']:.2f}", f"{r['write']:.0f}", f"{r['read']:.0f}"
-        )
+    rows: dict[str, list[str]] = {name: [] for name in COMPRESSIONS}
+    for resolution in RESOLUTIONS:
+        data = [s.fields for s in heat_samples(N, DIM, resolution, SNAPSHOTS, cache)]
+        for name in COMPRESSIONS:
+            r = measure(name, data)
+            encode = "(a view)" if name == "none" else f"{r['encode']:.0f}"
+            rows[name] += [f"{r['ratio']:.2f}", encode, f"{r['decode']:.0f}"]
+    for name, cells in rows.items():
+        table.add_row(name + (" (default)" if name == DEFAULT_COMPRESSION else ""), *cells)
     console.print(table)
 
 

@@ -55,17 +55,19 @@ from pdeladder.solvers import Sample, get_family
 
 N, DIM, SNAPSHOTS, BATCH = 16, 2, 21, 4
 RESOLUTIONS = (64, 256)
-REPEATS = 5
+REPEATS = 7
 WAIT_COPIES = 4  # the wait measurement streams N * WAIT_COPIES samples (16 batches)
 COMPUTE_S = 0.05  # the dummy training step per batch
 CODECS = ("none", DEFAULT_COMPRESSION)
 
 
 def alternating(a: Callable[[], object], b: Callable[[], object]) -> tuple[float, float]:
-    """Best times of ``a`` and ``b``, run alternately ``REPEATS`` times."""
+    """Best times of ``a`` and ``b``, run alternately ``REPEATS`` times, each after the page
+    cache's dirty pages are written back (so that neither pays for the other's writes)."""
     best = [float("inf"), float("inf")]
     for _ in range(REPEATS):
         for k, fn in enumerate((a, b)):
+            os.sync()
             t0 = time.perf_counter()
             fn()
             best[k] = min(best[k], time.perf_counter() - t0)

@@ -52,6 +52,7 @@ class GroupPlan:
     params: np.ndarray
     seeds: np.ndarray
     config_hash: str
+    compression: str  # codec of the group's fields, when the group is created
 
     @property
     def n(self) -> int:
@@ -122,7 +123,13 @@ def unit_design(kind: str, d: int, n: int, rng: np.random.Generator) -> np.ndarr
 
 
 def plan_group(
-    curriculum_seed: int, stage: str, entry: EntryBase, grid: Grid, n: int, weights: Weights | None
+    curriculum_seed: int,
+    stage: str,
+    entry: EntryBase,
+    grid: Grid,
+    n: int,
+    weights: Weights | None,
+    compression: str,
 ) -> GroupPlan:
     ranges = entry.params.resolved()
     names = tuple(ranges)
@@ -161,7 +168,7 @@ def plan_group(
         "regions": [r.model_dump() for r in regions],
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    return GroupPlan(stage, entry.family, grid, names, params, seeds, digest)
+    return GroupPlan(stage, entry.family, grid, names, params, seeds, digest, compression)
 
 
 def plan_stage(
@@ -192,7 +199,7 @@ def plan_stage(
         spec.name,
         st.name,
         tuple(
-            plan_group(spec.seed, st.name, entry, grid, n, w)
+            plan_group(spec.seed, st.name, entry, grid, n, w, spec.compression)
             for (entry, grid), n in zip(groups, counts, strict=True)
         ),
     )

@@ -7,7 +7,7 @@ family, dimension and resolution, with the parameter ranges that set its difficu
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from pdeladder.curriculum.families import FROZEN, FamilyEntry
 from pdeladder.solvers.grid import Grid
@@ -123,7 +123,8 @@ class Stage(BaseModel):
 
 
 class Curriculum(BaseModel):
-    """A whole curriculum. ``seed`` determines every sample; ``store`` is the default store URL."""
+    """A whole curriculum. ``seed`` determines every sample; ``store`` is the default store URL,
+    ``compression`` the codec of the groups it creates there."""
 
     model_config = FROZEN
 
@@ -131,8 +132,21 @@ class Curriculum(BaseModel):
     description: str = ""
     seed: int = Field(ge=0)
     store: str | None = None
+    compression: str = Field(
+        default_factory=lambda: _codecs()[0],
+        description="codec of the fields of new groups (docs/format.md, Compression); "
+        "an existing group keeps its own",
+    )
     model: Model = Model()
     stages: list[Stage] = Field(min_length=1)
+
+    @field_validator("compression")
+    @classmethod
+    def _known_codec(cls, name: str) -> str:
+        _, known = _codecs()
+        if name not in known:
+            raise ValueError(f"unknown compression {name!r}; available: {', '.join(known)}")
+        return name
 
     @model_validator(mode="after")
     def _stage_names_unique(self) -> "Curriculum":
@@ -152,3 +166,10 @@ class Curriculum(BaseModel):
             f"curriculum {self.name!r} has no stage {name!r}; available: "
             + ", ".join(s.name for s in self.stages)
         )
+
+
+def _codecs() -> tuple[str, list[str]]:
+    """The store's default codec and all it knows (imported on use: the store pulls in zarr)."""
+    from pdeladder.dataset.format import COMPRESSIONS, DEFAULT_COMPRESSION
+
+    return DEFAULT_COMPRESSION, list(COMPRESSIONS)

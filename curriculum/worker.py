@@ -19,7 +19,9 @@ def create_group(store: Store, plan: GroupPlan, curriculum: str) -> Group:
     """Create (or reopen, if identical) the store group of ``plan``; the driver does this before
     any worker writes, so workers only open existing groups."""
     attrs = {"config_hash": plan.config_hash, "curriculum": curriculum}
-    return store.require_group(plan.stage, get_family(plan.family), plan.grid, plan.n, attrs)
+    return store.require_group(
+        plan.stage, get_family(plan.family), plan.grid, plan.n, attrs, compression=plan.compression
+    )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 :mod:`pdeladder.dataset.loader`.
 """
 
+import os
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -76,8 +77,9 @@ def prefetched[Job, Result](
 
 
 def prefetch_threads(depth: int) -> int:
-    """Threads that run ``depth`` reads ahead."""
-    return max(1, min(depth, 8))
+    """Threads that run ``depth`` reads ahead: no more than there are cores, so that the read
+    the consumer waits for is not slowed down by the ones behind it."""
+    return max(1, min(depth, os.cpu_count() or 1, 8))
 
 
 class ScratchArrays(threading.local):

@@ -39,7 +39,7 @@ COMPRESSIONS: dict[str, tuple[Any, ...]] = {
     "blosc-zstd-bitshuffle": (BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle"),),
     "zstd": (ZstdCodec(level=3),),
 }
-DEFAULT_COMPRESSION = "blosc-zstd"
+DEFAULT_COMPRESSION = "blosc-lz4"
 
 #: Per-sample solver statistics: name -> (dtype of the value, units, long_name). They are the
 #: columns of one float64 array ``stats (N, S)`` (integers up to 2**53 are exact in float64),
@@ -75,8 +75,12 @@ GROUP_ATTRS: dict[str, type | tuple[type, ...]] = {
     "compression": str,
     "software": dict,
 }
-#: Attributes that are not part of a group's identity (re-opening compares all the others).
+#: Attributes that change as samples land; not part of a group's identity.
 MUTABLE_ATTRS = ("software", "normalization")
+#: How a group stores its samples, fixed when it is created: not part of its identity either,
+#: so a group made by an earlier pdeladder (another version, codec or time chunking) is
+#: re-opened and written as it was made (readers and writers follow the group's attributes).
+STORAGE_ATTRS = ("format_version", "compression", "chunk_time")
 
 
 @dataclass(frozen=True)

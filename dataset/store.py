@@ -18,8 +18,8 @@ Example::
 
 Speed: a sample's chunks are written and read as store keys (:mod:`pdeladder.dataset.chunks`),
 not through zarr's array API, whose fixed cost per call exceeds the I/O of a small chunk. A
-write puts the fields while background threads compute their checksum and moments and put the
-records, then the digest, then status: a local store's files in the calling thread, other stores' keys in
+write puts the fields while background threads put each record and the checksum and moments,
+then status: a local store's files in the calling thread, other stores' keys in
 one round of concurrent requests each.
 :func:`read_samples` reads the chunks of several samples in one call.
 """
@@ -205,7 +205,7 @@ def group_metadata(
 
 
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in meta.items() if k not in fmt.MUTABLE_ATTRS}
+    return {k: v for k, v in meta.items() if k not in fmt.MUTABLE_ATTRS + fmt.STORAGE_ATTRS}
 
 
 class Store:
@@ -249,7 +249,9 @@ class Store:
 
         ``n_samples=None`` makes an appendable group; ``n_samples=N`` a fixed one with every
         sample missing. Re-opening with the same configuration is a no-op; a different one
-        (family, grid, N, attrs such as ``config_hash``) is a :class:`StoreError`.
+        (family, grid, N, attrs such as ``config_hash``) is a :class:`StoreError`. A group that
+        exists keeps the storage it was made with (``compression``, format version, time
+        chunking: ``format.STORAGE_ATTRS``), whatever ``compression`` says.
         """
         if self.read_only:
             raise StoreError(f"{self.url}: opened read-only; open it with mode='a' to write")
@@ -266,6 +268,8 @@ class Store:
                 raise StoreError(
                     f"{self.url}: group {path} exists with another configuration ({diff})"
                 ) from None
+            fmt.check_version(dict(node.attrs), f"{self.url}::{path}")
+            meta = dict(node.attrs)  # stored as it was made (fmt.STORAGE_ATTRS)
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
         n = 0 if n_samples is None else n_samples
@@ -558,8 +562,10 @@ class Group:
         chunks.put(self._zstore, self._encoded(index, values), atomic="status" in values)
 
     def _write(self, index: int, sample: Sample) -> None:
-        """Write the fields while background threads compute their checksum and moments and
-        write the solver's records; then the digest, then status."""
+        """Write the fields while background threads write each solver record and compute the
+        checksum and moments, then write those; once all have landed, status. Every record is
+        a file or an object of its own, and creating one costs about as much as writing a
+        small sample's bytes, so they are created side by side."""
         status = self.chunks["status"]
         (raw,) = chunks.get(self._zstore, status.keys(index))
         before = MISSING if raw is None else int(status.decode([raw]))
@@ -575,20 +581,26 @@ class Group:
             records["reason"] = sample.stats.reason or "failed"
         elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
             records["reason"] = ""
+        pool = _writers()
+        side = [pool.submit(self._put, index, {name: value}) for name, value in records.items()]
         if sample.ok:
-            pool = _digests()
-            side = [pool.submit(_digest, sample.fields), pool.submit(self._put, index, records)]
+            side.append(pool.submit(self._put_digest, index, sample.fields))
             try:
                 self._put(index, {"fields": sample.fields})
             finally:
                 futures.wait(side)  # nothing outlives a failed write
-            (crc, moments), _ = (job.result() for job in side)
-            if not np.isfinite(moments).all():
-                raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
-            self._put(index, {"checksum": crc, "moments": moments})
         else:
-            self._put(index, records)
+            futures.wait(side)
+        for job in side:
+            job.result()  # the first error, if any
         self._put(index, {"status": OK if sample.ok else FAILED})
+
+    def _put_digest(self, index: int, fields: np.ndarray) -> None:
+        """Store the checksum and moments of sample ``index``'s ``fields``; refuse NaN/Inf."""
+        crc, moments = checksum(fields), sample_moments(fields)
+        if not np.isfinite(moments).all():
+            raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
+        self._put(index, {"checksum": crc, "moments": moments})
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
@@ -674,16 +686,12 @@ class Group:
         }
 
 
-def _digest(fields: np.ndarray) -> tuple[int, np.ndarray]:
-    return checksum(fields), sample_moments(fields)
-
-
 @cache
-def _digests() -> futures.ThreadPoolExecutor:
-    """The threads that digest a sample and write its records while its fields are written
-    (numpy, CRC-32C and file I/O release the GIL), shared by every writer of the process."""
-    workers = 2 * (os.cpu_count() or 1)
-    return futures.ThreadPoolExecutor(workers, thread_name_prefix="pdeladder-write")
+def _writers() -> futures.ThreadPoolExecutor:
+    """The threads that write a sample's records and digest its fields while the fields are
+    written (numpy, CRC-32C and file I/O release the GIL), shared by every writer of the
+    process: enough for one sample's records at once."""
+    return futures.ThreadPoolExecutor(8, thread_name_prefix="pdeladder-write")
 
 
 def read_samples(

@@ -8,6 +8,8 @@ import yaml
 
 from pdeladder.curriculum import load_curriculum, parse_curriculum
 from pdeladder.curriculum.families import UNAVAILABLE
+from pdeladder.curriculum.plan import plan_stage
+from pdeladder.dataset.format import DEFAULT_COMPRESSION
 from pdeladder.errors import CurriculumError, UnknownNameError
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
@@ -74,6 +76,9 @@ def test_good_curriculum_parses_ranges_and_defaults() -> None:
     assert [g.dim for g in entry.grids()] == [1, 2]
     assert entry.grids()[0].snapshots == 11  # time-dependent default
     assert spec.stages[0].training.self_improvement.samples == 8
+    assert spec.compression == DEFAULT_COMPRESSION
+    zstd = parse_curriculum(GOOD.replace("seed: 7", "seed: 7\ncompression: blosc-zstd"))
+    assert {g.compression for g in plan_stage(zstd, zstd.stages[0]).groups} == {"blosc-zstd"}
 
 
 @pytest.mark.parametrize(
@@ -98,6 +103,7 @@ def test_good_curriculum_parses_ranges_and_defaults() -> None:
         ("dims: [1, 2]", "dims: [1, 4]", 7, "families[0].dims[1]", "less than or equal to 3"),
         ("steps: 10", "steps: 10\n      epochs: 3", 15, "training.epochs", "unknown field"),
         ("seed: 7", "seed: seven", 2, "seed", "valid integer"),
+        ("seed: 7", "seed: 7\ncompression: lz5", 3, "compression", "available: none, blosc-lz4"),
     ],
 )
 def test_errors_name_field_and_line(old: str, new: str, line: int, field: str, words: str) -> None:

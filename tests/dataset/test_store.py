@@ -341,6 +341,15 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     for k, s in enumerate(samples):
         old.write(k, s)
     assert (tmp_path / "v3" / old.path / "seed" / "c" / "1").is_file()
+    # re-opened for a resumed campaign by this version, with another default codec: as made
+    again = open_store(str(tmp_path / "v3"), mode="a").require_group(
+        "s0", HEAT, GRID, n_samples=2, compression="zstd"
+    )
+    assert (
+        again.attrs["format_version"] == 3
+        and again.attrs["compression"] == old.attrs["compression"]
+    )
+    again.write(0, samples[0])
     assert not list((tmp_path / "v3" / old.path / "seed").glob("c.*"))
     reopened = open_store(str(tmp_path / "v3"))
     np.testing.assert_array_equal(reopened.group(old.path).read(1), samples[1].fields)
