@@ -76,10 +76,11 @@ def prefetched[Job, Result](
         futures.wait([fut for _, fut in window])
 
 
-def prefetch_threads(depth: int) -> int:
-    """Threads that run ``depth`` reads ahead: no more than there are cores, so that the read
-    the consumer waits for is not slowed down by the ones behind it."""
-    return max(1, min(depth, os.cpu_count() or 1, 8))
+def prefetch_threads(depth: int, *, io_bound: bool = False) -> int:
+    """Threads that run ``depth`` reads ahead. Reads from local files compute (checksums,
+    decoding, normalisation): no more threads than cores, so that the read the consumer waits
+    for is not slowed down by those behind it. Reads that wait on a network: one per read."""
+    return max(1, min(depth, 16 if io_bound else (os.cpu_count() or 1)))
 
 
 class ScratchArrays(threading.local):
@@ -138,28 +139,69 @@ def bucketed(items: Iterable[Item], batch_size: int) -> Iterator[list[Item]]:
 
 def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
     """One batch of a single grid shape as the dict documented in :mod:`pdeladder.dataset.loader`."""
-    B, C, P = len(items), len(catalog.channels), catalog.n_params
-    T, _, X, Y, Z = items[0][1].shape
     refs = [ref for ref, _ in items]
+    fields = new_fields(refs, catalog, items[0][1].shape)
+    for b, (_, data) in enumerate(items):
+        fill(fields, b, refs[b], data, catalog, normalize=normalize)
+    return batch_dict(refs, fields, catalog, normalize=normalize)
+
+
+def new_fields(refs: list[SampleRef], catalog: Catalog, shape: tuple[int, ...]) -> np.ndarray:
+    """The fields array of a batch of ``refs``, samples of ``shape`` ``(T, C_group, X, Y, Z)``:
+    float32 ``(B, T, C, X, Y, Z)``, zeros where a family leaves channel slots empty (every
+    other value is written by :func:`fill`)."""
+    T, _, X, Y, Z = shape
+    full = all(catalog.rows(ref.group).full for ref in refs)
+    return (np.empty if full else np.zeros)(
+        (len(refs), T, len(catalog.channels), X, Y, Z), dtype=np.float32
+    )
+
+
+def slot_of(fields: np.ndarray, b: int, ref: SampleRef, catalog: Catalog) -> np.ndarray | None:
+    """Sample ``ref``'s slot ``b`` of a batch's ``fields`` as a C-contiguous view
+    ``(T, C_group, X, Y, Z)`` to read the sample into (then :func:`fill` normalises it in
+    place), or None where the slot is not contiguous (a family filling some channel slots)."""
+    row = catalog.rows(ref.group)
+    if not isinstance(row.slots, slice):
+        return None
+    view = fields[b, :, row.slots]
+    return view if view.flags.c_contiguous else None
+
+
+def fill(
+    fields: np.ndarray,
+    b: int,
+    ref: SampleRef,
+    data: np.ndarray,
+    catalog: Catalog,
+    *,
+    normalize: bool,
+) -> None:
+    """Put sample ``ref``'s ``data`` ``(T, C_group, X, Y, Z)`` into slot ``b`` of a batch's
+    ``fields``, normalised per channel: straight into the batch where the group's slots are a
+    range (a view; in place where ``data`` is that view), else via one temporary scattered
+    into the slots."""
+    lay, row = catalog.groups[ref.group], catalog.rows(ref.group)
+    ranged = isinstance(row.slots, slice)
+    out = fields[b, :, row.slots] if ranged else np.empty_like(data)
+    if normalize:
+        per_channel = (1, -1, 1, 1, 1)
+        np.subtract(data, lay.mean.reshape(per_channel), out=out)
+        np.divide(out, lay.std.reshape(per_channel), out=out)
+    else:
+        out[...] = data
+    if not ranged:
+        fields[b][:, row.slots] = out
+
+
+def batch_dict(
+    refs: list[SampleRef], fields: np.ndarray, catalog: Catalog, *, normalize: bool
+) -> dict:
+    """The batch of ``refs`` around its filled ``fields``, as documented in
+    :mod:`pdeladder.dataset.loader`."""
+    B, C, P = len(refs), len(catalog.channels), catalog.n_params
     layouts = [catalog.groups[ref.group] for ref in refs]
     rows = [catalog.rows(ref.group) for ref in refs]
-    # every value is written below unless some family leaves channel slots empty (zeros)
-    fields = (np.empty if all(r.full for r in rows) else np.zeros)(
-        (B, T, C, X, Y, Z), dtype=np.float32
-    )
-    per_channel = (1, -1, 1, 1, 1)
-    for b, ((_, data), lay, row) in enumerate(zip(items, layouts, rows, strict=True)):
-        # normalise straight into the batch where the slots are a range (a view), else via one
-        # temporary scattered into the slots
-        ranged = isinstance(row.slots, slice)
-        out = fields[b, :, row.slots] if ranged else np.empty_like(data)
-        if normalize:
-            np.subtract(data, lay.mean.reshape(per_channel), out=out)
-            np.divide(out, lay.std.reshape(per_channel), out=out)
-        else:
-            out[...] = data
-        if not ranged:
-            fields[b][:, row.slots] = out
     params = np.zeros((B, P), dtype=np.float32)
     for b, (ref, lay) in enumerate(zip(refs, layouts, strict=True)):
         params[b, : lay.n_params] = catalog.params[ref.group][ref.index]

@@ -1,13 +1,16 @@
 """Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
 
 Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank
-and DataLoader worker → plan batches by grid → per batch, in background threads running
-``prefetch`` batches ahead: read its samples into arrays the thread reuses (a local store's
-uncompressed chunks straight from the file, others in one round of concurrent requests, then
-decoded in place), check their checksums, normalise per channel with the store's statistics
-straight into the batch array → collate. The consumer only takes finished
-batches. Whole arrays are never loaded; a corrupt chunk or a sample that is not ok raises a
-StoreError naming it.
+and DataLoader worker → plan batches by grid → per sample, in background threads running
+``prefetch`` batches' samples ahead (as many threads as cores for a local store, one per read
+for a remote one): read it into an array the thread reuses (a local store's uncompressed
+chunks straight from the file, others decoded in place), check its checksum, normalise it per
+channel with the store's statistics straight into its slot of the batch array → once a batch's
+samples are in, collate the rest around it. The consumer only takes finished batches; the
+samples of one batch are read side by side, so even the first batch comes in a fraction of a
+batch's read time. The store's metadata, the threads and their arrays are kept across epochs
+(per process). Whole arrays are never loaded; a corrupt chunk or a sample that is not ok
+raises a StoreError naming it.
 
 Each item is one batch, a dict::
 
@@ -38,26 +41,32 @@ samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP)
 """
 
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import fsspec
+import numpy as np
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
 from pdeladder.dataset.collate import (
     ScratchArrays,
+    batch_dict,
     batch_plan,
-    collate,
+    fill,
+    new_fields,
     prefetch_threads,
     prefetched,
     shard,
+    slot_of,
 )
 from pdeladder.dataset.store import Group, read_samples
 from pdeladder.errors import UserInputError
 
-#: Batches read ahead of the consumer (each in its own thread). Two keep a consumer that
-#: computes as long as a batch takes to read from waiting; more absorb uneven reads.
+#: Batches whose samples are read ahead of the consumer. Two keep a consumer that computes
+#: as long as a batch takes to read from waiting; more absorb uneven reads.
 PREFETCH_BATCHES = 3
 
 
@@ -129,26 +138,45 @@ class StoreDataset(IterableDataset):
         )
 
     def __iter__(self):
-        threads = prefetch_threads(self.prefetch)
+        reader = self._process_reader()
+        groups, scratch, catalog = reader.groups, reader.scratch, self.catalog
+
+        def load(job: tuple[list[SampleRef], np.ndarray, int]) -> None:
+            refs, fields, b = job
+            group = groups[refs[b].group]
+            # straight into the batch where the sample's slot is contiguous, else via an array
+            # of this thread's
+            dest = slot_of(fields, b, refs[b], catalog)
+            if dest is None:
+                (dest,) = scratch.take([group.chunks["fields"].shape])
+            (data,) = read_samples([(group, refs[b].index, refs[b].checksum)], out=[dest])
+            fill(fields, b, refs[b], data, catalog, normalize=self.normalize)
+
+        def jobs() -> Iterator[tuple[list[SampleRef], np.ndarray, int]]:
+            for refs in batch_plan(self.samples(), self.batch_size):
+                fields = new_fields(refs, catalog, groups[refs[0].group].chunks["fields"].shape)
+                yield from ((refs, fields, b) for b in range(len(refs)))
+
+        depth = self.prefetch * self.batch_size
+        for (refs, fields, b), _ in prefetched(load, jobs(), depth, reader.pool):
+            if b == len(refs) - 1:  # the batch's samples are all in (reads finish in order)
+                yield batch_dict(refs, fields, catalog, normalize=self.normalize)
+
+    def _process_reader(self) -> "_Reader":
+        """This process's reader, made on its first epoch and kept for the next ones."""
+        threads = prefetch_threads(self.prefetch * self.batch_size, io_bound=not self.local)
         reader = self._reader
         if reader is None or reader.pid != os.getpid() or reader.threads != threads:
             store = self.catalog.open()
             groups = {p: store.group(p) for p in self.catalog.groups}
             pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
             reader = self._reader = _Reader(os.getpid(), threads, groups, pool, ScratchArrays())
-        groups, scratch = reader.groups, reader.scratch
+        return reader
 
-        def load(refs: list[SampleRef]) -> dict:
-            items = [(groups[r.group], r.index, r.checksum) for r in refs]
-            shapes = [groups[r.group].chunks["fields"].shape for r in refs]
-            data = read_samples(items, out=scratch.take(shapes))
-            return collate(
-                list(zip(refs, data, strict=True)), self.catalog, normalize=self.normalize
-            )
-
-        plan = batch_plan(self.samples(), self.batch_size)
-        for _, batch in prefetched(load, plan, self.prefetch, reader.pool):
-            yield batch
+    @property
+    def local(self) -> bool:
+        """Whether the store is on a local file system (reads compute rather than wait)."""
+        return fsspec.core.split_protocol(self.catalog.url)[0] in (None, "file", "local")
 
 
 @dataclass(frozen=True)
