@@ -101,6 +101,23 @@ def test_shards_are_disjoint_and_even(mixed_store):
     assert _seen(again) != _seen(ranks[0])  # reshuffled per epoch
 
 
+def test_epochs_reuse_the_reader_and_stopping_early_is_clean(mixed_store):
+    """The opened store, threads and buffers of a process serve every epoch; a loop left after
+    one batch leaves no read behind, and the next epoch delivers the same batches."""
+    url, _ = mixed_store
+    ds = StoreDataset(url, batch_size=2, seed=5)
+    first = list(ds)
+    reader = ds._reader
+    stopped = iter(ds)
+    next(stopped)
+    stopped.close()
+    again = list(ds)
+    assert ds._reader is reader
+    assert _seen(again) == _seen(first)
+    for a, b in zip(again, first, strict=True):
+        assert torch.equal(a["fields"], b["fields"]) and a["fields"] is not b["fields"]
+
+
 def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):
     url, data = mixed_store
     ds = StoreDataset(url, batch_size=2, seed=None)
