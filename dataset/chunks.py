@@ -157,21 +157,46 @@ def read_into(store: Any, key: str, out: np.ndarray) -> bool:
     """Read chunk ``key`` of a local store straight into the bytes of ``out`` (C-contiguous),
     with no buffer in between; False when the chunk is absent. Raises ValueError when the
     chunk's size is not ``out``'s."""
-    try:
-        file = open(store.root / key, "rb", buffering=0)
-    except FileNotFoundError:
+    fd = _open_chunk(store, key)
+    if fd is None:
         return False
-    with file:
-        size = os.fstat(file.fileno()).st_size
+    try:
+        size = os.fstat(fd).st_size
         if size != out.nbytes:
             raise ValueError(f"chunk holds {size} bytes, expected {out.nbytes}")
-        view, got = memoryview(out.reshape(-1).view(np.uint8)), 0
-        while got < size:
-            n = file.readinto(view[got:])
-            if not n:
-                raise ValueError(f"chunk ended after {got} of {size} bytes")
-            got += n
+        _read_exactly(fd, memoryview(out.reshape(-1).view(np.uint8)))
+    finally:
+        os.close(fd)
     return True
+
+
+def _read_file(store: Any, key: str) -> bytearray | None:
+    """The bytes of chunk ``key`` of a local store, None when it is absent."""
+    fd = _open_chunk(store, key)
+    if fd is None:
+        return None
+    try:
+        data = bytearray(os.fstat(fd).st_size)
+        _read_exactly(fd, memoryview(data))
+    finally:
+        os.close(fd)
+    return data
+
+
+def _open_chunk(store: Any, key: str) -> int | None:
+    try:
+        return os.open(f"{store.root}/{key}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+
+
+def _read_exactly(fd: int, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = os.readv(fd, [view[got:]])
+        if not n:
+            raise ValueError(f"chunk ended after {got} of {len(view)} bytes")
+        got += n
 
 
 def write_file(path: os.PathLike, data: Any, *, atomic: bool = True) -> None:
@@ -204,23 +229,13 @@ def write_file(path: os.PathLike, data: Any, *, atomic: bool = True) -> None:
         raise
 
 
-def _sync_io(store: Any) -> bool:
-    return hasattr(store, "get_sync") and hasattr(store, "set_sync")
-
-
 def get(store: Any, keys: Sequence[str]) -> list[Any]:
-    """The bytes (a read-only buffer) stored under each key, None where absent; from any
-    thread but zarr's event loop."""
-    if _sync_io(store):
-        return _get_sync(store, keys)
-    return sync(aget(store, keys))
-
-
-async def aget(store: Any, keys: Sequence[str]) -> list[Any]:
-    """:func:`get` on zarr's event loop."""
-    if _sync_io(store):
-        return await asyncio.to_thread(_get_sync, store, keys)
-    found = await gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys))
+    """The bytes (a buffer) stored under each key, None where absent; from any thread but
+    zarr's event loop. A local store's files are read in the calling thread, other stores'
+    keys all at once on zarr's event loop."""
+    if isinstance(store, LocalStore):
+        return [_read_file(store, key) for key in keys]
+    found = sync(gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys)))
     return [None if b is None else b.as_numpy_array() for b in found]
 
 
@@ -233,11 +248,6 @@ def put(store: Any, items: dict[str, Any], *, atomic: bool = True) -> None:
             write_file(store.root / key, value, atomic=atomic)
     else:
         sync(gather(*(store.set(k, Buffer.from_bytes(memoryview(v))) for k, v in items.items())))
-
-
-def _get_sync(store: Any, keys: Sequence[str]) -> list[Any]:
-    found = [store.get_sync(k) for k in keys]
-    return [None if b is None else b.as_numpy_array() for b in found]
 
 
 async def gather(*aws: Any) -> list[Any]:
