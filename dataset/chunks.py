@@ -113,7 +113,7 @@ class SampleChunks:
     def decode(self, chunks: Sequence[Any], out: np.ndarray | None = None) -> Any:
         """One sample's value from its chunks' bytes (any buffer), into ``out`` (a writable
         C-contiguous array of ``shape``) when given. Without ``out`` a single uncompressed chunk
-        decodes to a read-only view of its bytes, without a copy. Raises ValueError for bytes
+        decodes to a view of its bytes, without a copy. Raises ValueError for bytes
         that are not such a chunk."""
         if self.dtype is None:
             (value,) = _STRINGS.decode(chunks[0])

@@ -704,7 +704,7 @@ def read_samples(
     are decoded into those arrays, and a local store's uncompressed samples are read into them
     with no buffer in between: arrays reused across batches cost no page faults, fresh ones do.
     Without ``out`` the arrays are read-only (an uncompressed single-chunk sample is a view of
-    the bytes read, not a copy).
+    the bytes read, not a copy), whatever the store returned.
 
     Reads in the calling thread for local stores, and in one round of concurrent requests for
     others. Raises StoreError naming the first sample that cannot be read or fails its
@@ -722,9 +722,13 @@ def read_samples(
     found = iter(
         chunks.get(store, [k for ks, d in zip(keys, direct, strict=True) if not d for k in ks])
     )
-    return [
+    fields = [
         group._read_fields_into(index, dest, expected)
         if d
         else group._decode_fields(index, [next(found) for _ in ks], expected, dest)
         for (group, index, expected), ks, dest, d in zip(items, keys, dests, direct, strict=True)
     ]
+    if out is None:
+        for f in fields:
+            f.flags.writeable = False  # may be a view of the bytes read, shared by nothing else
+    return fields

@@ -32,6 +32,7 @@ def test_fixed_group_round_trip(store_url, heat_samples):
     reread = open_store(store_url).group("s0/heat/2d_n9_t5")
     for k, sample in enumerate(heat_samples):
         np.testing.assert_array_equal(reread.read(k + 1), sample.fields)
+        assert not reread.read(k + 1).flags.writeable
     info = reread.info(2)
     assert info["seed"] == 1 and info["params"]["diffusivity"] == pytest.approx(0.025)
     assert info["stats"]["dofs"] == 81 and info["stats"]["krylov_iterations"] > 0
