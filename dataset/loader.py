@@ -1,12 +1,13 @@
 """Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
 
 Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank
-and DataLoader worker → plan batches by grid → per sample, in background threads running
-``prefetch`` batches' samples ahead (as many threads as cores for a local store, one per read
-for a remote one): read it into an array the thread reuses (a local store's uncompressed
-chunks straight from the file, others decoded in place), check its checksum, normalise it per
-channel with the store's statistics straight into its slot of the batch array → once a batch's
-samples are in, collate the rest around it. The consumer only takes finished batches; the
+and DataLoader worker → plan batches by grid → per sample (a job: one large sample, or
+several small ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch``
+batches' samples ahead (as many threads as cores for a local store, one per read for a remote
+one): read it straight into its slot of the batch array where that slot is contiguous, else
+into an array the thread reuses (a local store's uncompressed chunks straight from the file,
+others decoded in place), check its checksum, normalise it per channel with the store's
+statistics in place → once a batch's samples are in, collate the rest around it. The consumer only takes finished batches; the
 samples of one batch are read side by side, so even the first batch comes in a fraction of a
 batch's read time. The store's metadata, the threads and their arrays are kept across epochs
 (per process). Whole arrays are never loaded; a corrupt chunk or a sample that is not ok
@@ -40,6 +41,7 @@ samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP)
 :meth:`StoreDataset.set_epoch` before each epoch to reshuffle.
 """
 
+import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +70,10 @@ from pdeladder.errors import UserInputError
 #: Batches whose samples are read ahead of the consumer. Two keep a consumer that computes
 #: as long as a batch takes to read from waiting; more absorb uneven reads.
 PREFETCH_BATCHES = 3
+#: Bytes of fields one background job reads at least (several small samples of a batch, or
+#: one large one): a job's hand-off between threads costs about 0.1 ms, as much as reading
+#: a 64² sample, while a large sample is worth a job of its own.
+JOB_BYTES = 1 << 20
 
 
 class StoreDataset(IterableDataset):
@@ -141,25 +147,34 @@ class StoreDataset(IterableDataset):
         reader = self._process_reader()
         groups, scratch, catalog = reader.groups, reader.scratch, self.catalog
 
-        def load(job: tuple[list[SampleRef], np.ndarray, int]) -> None:
-            refs, fields, b = job
-            group = groups[refs[b].group]
-            # straight into the batch where the sample's slot is contiguous, else via an array
-            # of this thread's
-            dest = slot_of(fields, b, refs[b], catalog)
-            if dest is None:
-                (dest,) = scratch.take([group.chunks["fields"].shape])
-            (data,) = read_samples([(group, refs[b].index, refs[b].checksum)], out=[dest])
-            fill(fields, b, refs[b], data, catalog, normalize=self.normalize)
+        def load(job: tuple[list[SampleRef], np.ndarray, range]) -> None:
+            refs, fields, run = job
+            items, dests = [], []
+            for b in run:
+                group = groups[refs[b].group]
+                items.append((group, refs[b].index, refs[b].checksum))
+                # straight into the batch where the sample's slot is contiguous, else via an
+                # array of this thread's
+                dest = slot_of(fields, b, refs[b], catalog)
+                dests.append(dest if dest is not None else group.chunks["fields"].shape)
+            spare = iter(scratch.take([d for d in dests if isinstance(d, tuple)]))
+            dests = [next(spare) if isinstance(d, tuple) else d for d in dests]
+            for b, data in zip(run, read_samples(items, out=dests), strict=True):
+                fill(fields, b, refs[b], data, catalog, normalize=self.normalize)
 
-        def jobs() -> Iterator[tuple[list[SampleRef], np.ndarray, int]]:
+        def jobs() -> Iterator[tuple[list[SampleRef], np.ndarray, range]]:
             for refs in batch_plan(self.samples(), self.batch_size):
-                fields = new_fields(refs, catalog, groups[refs[0].group].chunks["fields"].shape)
-                yield from ((refs, fields, b) for b in range(len(refs)))
+                shape = groups[refs[0].group].chunks["fields"].shape
+                fields = new_fields(refs, catalog, shape)
+                step = max(1, -(-JOB_BYTES // (4 * math.prod(shape))))
+                yield from ((refs, fields, range(b, min(b + step, len(refs))))
+                            for b in range(0, len(refs), step))  # fmt: skip
 
+        # jobs ahead: prefetch batches of large samples, more of small ones (at most
+        # prefetch * batch_size * JOB_BYTES bytes)
         depth = self.prefetch * self.batch_size
-        for (refs, fields, b), _ in prefetched(load, jobs(), depth, reader.pool):
-            if b == len(refs) - 1:  # the batch's samples are all in (reads finish in order)
+        for (refs, fields, run), _ in prefetched(load, jobs(), depth, reader.pool):
+            if run.stop == len(refs):  # the batch's samples are all in (jobs finish in order)
                 yield batch_dict(refs, fields, catalog, normalize=self.normalize)
 
     def _process_reader(self) -> "_Reader":
