@@ -686,12 +686,17 @@ class Group:
         }
 
 
-@cache
 def _writers() -> futures.ThreadPoolExecutor:
     """The threads that write a sample's records and digest its fields while the fields are
     written (numpy, CRC-32C and file I/O release the GIL), shared by every writer of the
-    process: enough for one sample's records at once."""
-    return futures.ThreadPoolExecutor(8, thread_name_prefix="pdeladder-write")
+    process: enough for one sample's records at once. A forked child gets its own (a parent's
+    pool has no threads in the child and would never run its jobs)."""
+    return _writers_of(os.getpid())
+
+
+@cache
+def _writers_of(pid: int) -> futures.ThreadPoolExecutor:
+    return futures.ThreadPoolExecutor(8, thread_name_prefix=f"pdeladder-write-{pid}")
 
 
 def read_samples(

@@ -355,3 +355,32 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     reopened = open_store(str(tmp_path / "v3"))
     np.testing.assert_array_equal(reopened.group(old.path).read(1), samples[1].fields)
     assert store_problems(reopened) == {old.path: []}
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_writes_after_its_parent(tmp_path):
+    """The write threads of a parent that has written do not exist in a forked child: the
+    child writes with threads of its own instead of waiting forever on the parent's."""
+    import multiprocessing
+    import threading
+    from concurrent import futures
+
+    from pdeladder.dataset import store as store_module
+
+    group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(0, array_sample(GRID, 0))
+    # as after a busy parent: every write thread started, and idle
+    pool, everyone = store_module._writers(), threading.Barrier(9)
+    started = [pool.submit(everyone.wait, 30) for _ in range(8)]
+    everyone.wait(30)
+    futures.wait(started)
+
+    child = multiprocessing.get_context("fork").Process(
+        target=group.write, args=(1, array_sample(GRID, 1))
+    )
+    child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert open_store(str(tmp_path)).group(group.path).status().tolist() == [OK, OK]
