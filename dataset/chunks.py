@@ -148,9 +148,13 @@ class SampleChunks:
     def reads_into(self, store: Any) -> bool:
         """Whether :func:`read_into` can read a sample straight into an array: one uncompressed
         chunk per sample, in a local store."""
-        return (
-            self.compressor is None and self.chunks == self.shape and isinstance(store, LocalStore)
-        )
+        return self.compressor is None and self.chunks == self.shape and is_local(store)
+
+
+def is_local(store: Any) -> bool:
+    """Whether ``store`` (a zarr store) is a local folder: its chunks are files this module
+    reads and writes itself, in the calling thread; reading them computes rather than waits."""
+    return isinstance(store, LocalStore)
 
 
 def read_into(store: Any, key: str, out: np.ndarray) -> bool:
@@ -185,7 +189,7 @@ def _read_file(store: Any, key: str) -> bytearray | None:
 
 def _open_chunk(store: Any, key: str) -> int | None:
     try:
-        return os.open(f"{store.root}/{key}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return os.open(f"{store.root}/{key}", os.O_RDONLY)  # not inherited (PEP 446)
     except FileNotFoundError:
         return None
 
@@ -209,8 +213,7 @@ def write_file(path: os.PathLike, data: Any, *, atomic: bool = True) -> None:
     """
     path = Path(path)
     target = path.with_suffix(f".{uuid.uuid4().hex}.partial") if atomic else path
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    flags |= os.O_EXCL if atomic else os.O_TRUNC
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if atomic else os.O_TRUNC)
     try:
         fd = os.open(target, flags, 0o644)
     except FileNotFoundError:
@@ -233,7 +236,7 @@ def get(store: Any, keys: Sequence[str]) -> list[Any]:
     """The bytes (a buffer) stored under each key, None where absent; from any thread but
     zarr's event loop. A local store's files are read in the calling thread, other stores'
     keys all at once on zarr's event loop."""
-    if isinstance(store, LocalStore):
+    if is_local(store):
         return [_read_file(store, key) for key in keys]
     found = sync(gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys)))
     return [None if b is None else b.as_numpy_array() for b in found]
@@ -243,7 +246,7 @@ def put(store: Any, items: dict[str, Any], *, atomic: bool = True) -> None:
     """Store each ``key: buffer``; from any thread but zarr's event loop. A local store's
     files are written in the calling thread (:func:`write_file`, with ``atomic``), other
     stores' keys all at once on zarr's event loop (an object store writes each atomically)."""
-    if isinstance(store, LocalStore):
+    if is_local(store):
         for key, value in items.items():
             write_file(store.root / key, value, atomic=atomic)
     else:

@@ -10,7 +10,6 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -49,7 +48,7 @@ def prefetched[Job, Result](
     read: Callable[[Job], Result],
     jobs: Iterable[Job],
     depth: int,
-    pool: ThreadPoolExecutor | None = None,
+    pool: futures.ThreadPoolExecutor | None = None,
 ) -> Iterator[tuple[Job, Result]]:
     """``(job, read(job))`` in order, with up to ``depth`` reads running ahead in background
     threads: ``pool``'s (at least ``depth`` of them, reused across loops), else threads of
@@ -57,7 +56,7 @@ def prefetched[Job, Result](
     Leaving the loop early waits for the reads in flight (at most ``depth``), so no read
     outlives it."""
     if pool is None:
-        with ThreadPoolExecutor(max_workers=prefetch_threads(depth)) as own:
+        with futures.ThreadPoolExecutor(max_workers=prefetch_threads(depth)) as own:
             yield from prefetched(read, jobs, depth, own)
         return
     window: deque = deque()

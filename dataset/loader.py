@@ -7,9 +7,9 @@ batches' samples ahead (as many threads as cores for a local store, one per read
 one): read it straight into its slot of the batch array where that slot is contiguous, else
 into an array the thread reuses (a local store's uncompressed chunks straight from the file,
 others decoded in place), check its checksum, normalise it per channel with the store's
-statistics in place → once a batch's samples are in, collate the rest around it. The consumer only takes finished batches; the
-samples of one batch are read side by side, so even the first batch comes in a fraction of a
-batch's read time. The store's metadata, the threads and their arrays are kept across epochs
+statistics in place → once a batch's samples are in, collate the rest around it. The
+consumer only takes finished batches; the samples of one batch are read side by side, so
+even the first batch comes in a fraction of a batch's read time. The store's metadata, the threads and their arrays are kept across epochs
 (per process). Whole arrays are never loaded; a corrupt chunk or a sample that is not ok
 raises a StoreError naming it.
 
@@ -47,12 +47,12 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import fsspec
 import numpy as np
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
+from pdeladder.dataset.chunks import is_local
 from pdeladder.dataset.collate import (
     ScratchArrays,
     batch_dict,
@@ -149,16 +149,17 @@ class StoreDataset(IterableDataset):
 
         def load(job: tuple[list[SampleRef], np.ndarray, range]) -> None:
             refs, fields, run = job
-            items, dests = [], []
-            for b in run:
-                group = groups[refs[b].group]
-                items.append((group, refs[b].index, refs[b].checksum))
-                # straight into the batch where the sample's slot is contiguous, else via an
-                # array of this thread's
-                dest = slot_of(fields, b, refs[b], catalog)
-                dests.append(dest if dest is not None else group.chunks["fields"].shape)
-            spare = iter(scratch.take([d for d in dests if isinstance(d, tuple)]))
-            dests = [next(spare) if isinstance(d, tuple) else d for d in dests]
+            groups_ = [groups[refs[b].group] for b in run]
+            # straight into the batch where a sample's slot is contiguous, else via an array of
+            # this thread's
+            dests = [slot_of(fields, b, refs[b], catalog) for b in run]
+            missing = [k for k, d in enumerate(dests) if d is None]
+            taken = scratch.take([groups_[k].chunks["fields"].shape for k in missing])
+            for k, array in zip(missing, taken, strict=True):
+                dests[k] = array
+            items = [
+                (g, refs[b].index, refs[b].checksum) for g, b in zip(groups_, run, strict=True)
+            ]
             for b, data in zip(run, read_samples(items, out=dests), strict=True):
                 fill(fields, b, refs[b], data, catalog, normalize=self.normalize)
 
@@ -172,26 +173,21 @@ class StoreDataset(IterableDataset):
 
         # jobs ahead: prefetch batches of large samples, more of small ones (at most
         # prefetch * batch_size * JOB_BYTES bytes)
-        depth = self.prefetch * self.batch_size
-        for (refs, fields, run), _ in prefetched(load, jobs(), depth, reader.pool):
+        for (refs, fields, run), _ in prefetched(load, jobs(), reader.depth, reader.pool):
             if run.stop == len(refs):  # the batch's samples are all in (jobs finish in order)
                 yield batch_dict(refs, fields, catalog, normalize=self.normalize)
 
     def _process_reader(self) -> "_Reader":
         """This process's reader, made on its first epoch and kept for the next ones."""
-        threads = prefetch_threads(self.prefetch * self.batch_size, io_bound=not self.local)
+        depth = self.prefetch * self.batch_size
         reader = self._reader
-        if reader is None or reader.pid != os.getpid() or reader.threads != threads:
+        if reader is None or reader.pid != os.getpid() or reader.depth != depth:
             store = self.catalog.open()
             groups = {p: store.group(p) for p in self.catalog.groups}
+            threads = prefetch_threads(depth, io_bound=not is_local(store.root.store))
             pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
-            reader = self._reader = _Reader(os.getpid(), threads, groups, pool, ScratchArrays())
+            reader = self._reader = _Reader(os.getpid(), depth, groups, pool, ScratchArrays())
         return reader
-
-    @property
-    def local(self) -> bool:
-        """Whether the store is on a local file system (reads compute rather than wait)."""
-        return fsspec.core.split_protocol(self.catalog.url)[0] in (None, "file", "local")
 
 
 @dataclass(frozen=True)
@@ -201,7 +197,7 @@ class _Reader:
     read into (already mapped: no page faults)."""
 
     pid: int
-    threads: int
+    depth: int  # jobs read ahead, which sizes the pool
     groups: dict[str, Group]
     pool: ThreadPoolExecutor
     scratch: ScratchArrays
