@@ -2,7 +2,8 @@
 
 Two sizes of heat-equation trajectories (2D, T = 21, one channel): 64² (0.34 MB a sample, the
 curricula's coarse stages) and 256² (5.5 MB, their finest 2D stage), 16 samples each. Every
-measurement alternates the two sides, ``REPEATS`` times, and keeps each side's best time.
+measurement alternates its sides, ``REPEATS`` times, and keeps each side's best time; each
+write goes into a new folder, removed after its timing.
 
 1. Read, producing the same thing on both sides: batches of ``BATCH`` samples in the same
    shuffled order as a float32 torch tensor ``(B, T, C, X, Y, Z)`` normalised with the same
@@ -26,7 +27,14 @@ measurement alternates the two sides, ``REPEATS`` times, and keeps each side's b
    moments, then status: eight chunks) into a created group vs ``numpy.save`` of the same
    fields, one file per sample. Target >= 0.8x, like with like: the uncompressed store (the
    default codec is shown beside it). Group creation is not timed on either side.
-3. Wait: a consumer that spends ``COMPUTE_S`` of busy compute per batch; the fraction of its
+3. Floors, uncompressed, alternating with the baselines: the parts the format requires, each
+   alone. Write: creating the files a write leaves (one chunk per sample in each named array)
+   empty, in a fresh group, and digesting the fields (CRC-32C and moments), each vs
+   ``numpy.save``: a write does both, so its ratio is at most the smaller of the two (with
+   the two perfectly overlapped), and at most the ratio of their sum done one after the other
+   on a machine whose cores share their memory bandwidth. Read: reading each sample's chunk
+   file into one reused buffer, nothing else, vs h5py: what the per-file layout costs.
+4. Wait: a consumer that spends ``COMPUTE_S`` of busy compute per batch; the fraction of its
    time spent waiting for the next batch, over all batches and after the first (the
    pipeline's start-up latency is paid once per epoch). Target <= 5%.
 
@@ -36,6 +44,7 @@ two sides alternating, vary much less.
 """
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,7 +59,9 @@ from rich.table import Table
 
 from pdeladder.dataset.format import DEFAULT_COMPRESSION
 from pdeladder.dataset.loader import StoreDataset
-from pdeladder.dataset.store import open_store
+from pdeladder.dataset.moments import sample_moments
+from pdeladder.dataset.provenance import checksum
+from pdeladder.dataset.store import Group, open_store
 from pdeladder.solvers import Sample, get_family
 
 N, DIM, SNAPSHOTS, BATCH = 16, 2, 21, 4
@@ -61,17 +72,27 @@ COMPUTE_S = 0.05  # the dummy training step per batch
 CODECS = ("none", DEFAULT_COMPRESSION)
 
 
-def alternating(a: Callable[[], object], b: Callable[[], object]) -> tuple[float, float]:
-    """Best times of ``a`` and ``b``, run alternately ``REPEATS`` times, each after the page
-    cache's dirty pages are written back (so that neither pays for the other's writes)."""
-    best = [float("inf"), float("inf")]
+def best_times(*sides: Callable[[], float]) -> list[float]:
+    """Best of ``REPEATS`` times of each side, the sides run alternately, each after the page
+    cache's dirty pages are written back (so that none pays for another's writes). A side
+    returns the seconds its timed part took (set-up and clean-up are not timed)."""
+    best = [float("inf")] * len(sides)
     for _ in range(REPEATS):
-        for k, fn in enumerate((a, b)):
+        for k, side in enumerate(sides):
             os.sync()
-            t0 = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best[0], best[1]
+            best[k] = min(best[k], side())
+    return best
+
+
+def timed(fn: Callable[[], object]) -> Callable[[], float]:
+    """A side of :func:`best_times` that times all of ``fn``."""
+
+    def side() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    return side
 
 
 def consumer_wait(dataset: StoreDataset) -> tuple[float, float]:
@@ -104,42 +125,82 @@ def h5py_batches(path: Path, order: list[int], mean: float, std: float) -> int:
     return seen
 
 
-def new_group(tmp: Path, samples: list[Sample], codec: str, n: int):
-    """A created, empty group for ``n`` samples like ``samples[0]``; its URL and the group."""
-    url = str(tmp / f"store-{codec}-{time.perf_counter_ns()}")
-    group = open_store(url, mode="a").require_group(
+def new_group(url: Path, samples: list[Sample], codec: str, n: int) -> Group:
+    """A created, empty group at ``url`` for ``n`` samples like ``samples[0]``."""
+    return open_store(str(url), mode="a").require_group(
         "bench", get_family("heat"), samples[0].grid, n_samples=n, compression=codec
     )
-    return url, group
 
 
-def write_times(samples: list[Sample], tmp: Path, codec: str) -> tuple[float, float]:
-    """Best times of writing ``samples`` into a fresh group and with ``numpy.save``."""
-    groups = [new_group(tmp, samples, codec, N)[1] for _ in range(REPEATS)]
-    folders = [Path(tempfile.mkdtemp(dir=tmp)) for _ in range(REPEATS)]
-
-    def write_store() -> None:
-        group = groups.pop()
-        for k, s in enumerate(samples):
-            group.write(k, s)
-
-    def write_npy() -> None:
-        folder = folders.pop()
-        for k, s in enumerate(samples):
-            np.save(folder / f"{k}.npy", s.fields)
-
-    return alternating(write_store, write_npy)
+def fresh(tmp: Path, codec: str) -> Path:
+    """A new store path in ``tmp``."""
+    return tmp / f"store-{codec}-{time.perf_counter_ns()}"
 
 
-def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> tuple[float, float]:
-    """Best times of streaming every sample as batches: the loader, then h5py."""
-    url, group = new_group(tmp, samples, codec, N)
+def write_times(samples: list[Sample], tmp: Path, codec: str) -> dict[str, float]:
+    """Best times of writing ``samples`` into a fresh group (``store``) and with
+    ``numpy.save``, each into a new folder removed after its timing; for the uncompressed
+    store also the floors: creating the files a write leaves, empty, in a fresh group
+    (``files``), and digesting the fields (``digest``)."""
+    out = tmp / "out"
+
+    def store() -> float:
+        group = new_group(out, samples, codec, N)
+        return timed(lambda: [group.write(k, s) for k, s in enumerate(samples)])()
+
+    def npy() -> float:
+        out.mkdir()
+        return timed(lambda: [np.save(out / f"{k}.npy", s.fields) for k, s in enumerate(samples)])()
+
+    def files() -> float:
+        group = new_group(out, samples, codec, N)
+        paths = [
+            out / key for k in range(N) for name in arrays for key in group.chunks[name].keys(k)
+        ]
+        create = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        return timed(lambda: [os.close(os.open(path, create, 0o644)) for path in paths])()
+
+    def digest() -> float:
+        out.mkdir()
+        return timed(lambda: [(checksum(s.fields), sample_moments(s.fields)) for s in samples])()
+
+    sides = {"store": store, "numpy.save": npy}
+    if codec == "none":
+        url = fresh(tmp, codec)
+        group = new_group(url, samples, codec, N)
+        before = set(url.rglob("*"))
+        group.write(0, samples[0])
+        written = set(url.rglob("*")) - before
+        arrays = sorted({p.parent.name for p in written})
+        shutil.rmtree(url)
+        sides |= {f"files ({len(written)} a sample)": files, "digest": digest}
+
+    def cleaned(side: Callable[[], float]) -> Callable[[], float]:
+        def run() -> float:
+            try:
+                return side()
+            finally:
+                shutil.rmtree(out)
+
+        return run
+
+    return dict(zip(sides, best_times(*map(cleaned, sides.values())), strict=True))
+
+
+def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[str, float]:
+    """Best times of streaming every sample as batches: the loader and h5py; for the
+    uncompressed store also the floor: reading each sample's chunk files into one reused
+    buffer, in the loader's order, with nothing else (``chunk files``)."""
+    url = fresh(tmp, codec)
+    group = new_group(url, samples, codec, N)
     for k, s in enumerate(samples):
         group.write(k, s)
-    dataset = StoreDataset(url, batch_size=BATCH, seed=0)
+    dataset = StoreDataset(str(url), batch_size=BATCH, seed=0)
     order = [r.index for r in dataset.samples()]
     layout = dataset.catalog.groups[group.path]
     mean, std = float(layout.mean[0]), float(layout.std[0])
+    paths = [os.path.join(url, key) for i in order for key in group.chunks["fields"].keys(i)]
+    buffer = bytearray(samples[0].fields.nbytes)
 
     def loader() -> None:
         assert sum(b["fields"].shape[0] for b in dataset) == N
@@ -147,7 +208,15 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> tuple[
     def baseline() -> None:
         assert h5py_batches(h5, order, mean, std) == N
 
-    return alternating(loader, baseline)
+    def chunk_files() -> None:
+        for path in paths:
+            with open(path, "rb", buffering=0) as f:
+                f.readinto(buffer)
+
+    sides = {"loader": loader, "h5py": baseline} | (
+        {"chunk files": chunk_files} if codec == "none" else {}
+    )
+    return dict(zip(sides, best_times(*map(timed, sides.values())), strict=True))
 
 
 def measure(samples: list[Sample], tmp: Path) -> dict:
@@ -159,10 +228,34 @@ def measure(samples: list[Sample], tmp: Path) -> dict:
     for codec in CODECS:
         out["write"][codec] = write_times(samples, tmp, codec)
         out["read"][codec] = read_times(samples, tmp, codec, h5)
-        url, group = new_group(tmp, samples, codec, N * WAIT_COPIES)
+        url = fresh(tmp, codec)
+        group = new_group(url, samples, codec, N * WAIT_COPIES)
         for k in range(N * WAIT_COPIES):
             group.write(k, samples[k % N])
-        out["wait"][codec] = consumer_wait(StoreDataset(url, batch_size=BATCH, seed=0))
+        out["wait"][codec] = consumer_wait(StoreDataset(str(url), batch_size=BATCH, seed=0))
+    return out
+
+
+def rows(r: dict) -> list[tuple[str, str, str, str]]:
+    """``(measure, pdeladder side, baseline side, target)`` of one size's table rows."""
+    out = []
+    for codec in CODECS:
+        label = f"read: loader ({codec}) vs h5py, Well layout (normalised batches)"
+        out.append((label, r["read"][codec]["loader"], r["read"][codec]["h5py"], ">= 1.5x"))
+    read = r["read"]["none"]
+    out.append(("read floor: the chunk files alone vs h5py", read["chunk files"], read["h5py"], ""))
+    for codec in CODECS:
+        write = r["write"][codec]
+        target = ">= 0.8x" if codec == "none" else ""
+        out.append(
+            (f"write: store ({codec}) vs numpy.save", write["store"], write["numpy.save"], target)
+        )
+    write = r["write"]["none"]
+    for part in write:
+        if part not in ("store", "numpy.save"):
+            out.append(
+                (f"write floor: {part} alone vs numpy.save", write[part], write["numpy.save"], "")
+            )
     return out
 
 
@@ -181,28 +274,19 @@ def main() -> None:
         title=f"heat {DIM}D, T={SNAPSHOTS}, {N} samples, batches of {BATCH}; "
         f"{os.cpu_count()} cores, load average {load}"
     )
-    for col in ("size", "measure", "pdeladder", "baseline", "ratio", "target"):
+    for col in ("size", "measure", "pdeladder MB/s", "baseline MB/s", "ratio", "target"):
         table.add_column(col, justify="left" if col in ("size", "measure") else "right")
     for resolution, (mb, r) in results.items():
         size = f"{resolution}², {mb:.0f} MB"
-        for kind, label, target in (
-            (
-                "read",
-                "read MB/s: loader ({}) vs h5py, Well layout (batches, normalised)",
-                ">= 1.5x",
-            ),
-            ("write", "write MB/s: store ({}) vs numpy.save (uncompressed)", ">= 0.8x"),
-        ):
-            for codec in CODECS:
-                t_pd, t_base = r[kind][codec]
-                table.add_row(
-                    size,
-                    label.format(codec),
-                    f"{mb / t_pd:.0f}",
-                    f"{mb / t_base:.0f}",
-                    f"{t_base / t_pd:.2f}x",
-                    target if kind == "read" or codec == "none" else "",
-                )
+        for label, t_pd, t_base, target in rows(r):
+            table.add_row(
+                size,
+                label,
+                f"{mb / t_pd:.0f}",
+                f"{mb / t_base:.0f}",
+                f"{t_base / t_pd:.2f}x",
+                target,
+            )
         for codec in CODECS:
             overall, steady = r["wait"][codec]
             table.add_row(
