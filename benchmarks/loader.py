@@ -37,6 +37,8 @@ write goes into a new folder, removed after its timing.
 4. Wait: a consumer that spends ``COMPUTE_S`` of busy compute per batch; the fraction of its
    time spent waiting for the next batch, over all batches and after the first (the
    pipeline's start-up latency is paid once per epoch). Target <= 5%.
+5. Records: the per-sample arrays a loader's catalog reads (``RECORDS``) of the wait
+   measurement's group (64 samples), through :meth:`Group.column` vs zarr's array reads.
 
 Run: ``python benchmarks/loader.py``. The machine's load average is printed with the table:
 absolute speeds on a shared machine vary by 2x between runs; ratios taken in one run, with the
@@ -70,6 +72,7 @@ REPEATS = 7
 WAIT_COPIES = 4  # the wait measurement streams N * WAIT_COPIES samples (16 batches)
 COMPUTE_S = 0.05  # the dummy training step per batch
 CODECS = ("none", DEFAULT_COMPRESSION)
+RECORDS = ("status", "checksum", "params", "moments")  # what a loader's catalog reads
 
 
 def best_times(*sides: Callable[[], float]) -> list[float]:
@@ -233,11 +236,16 @@ def measure(samples: list[Sample], tmp: Path) -> dict:
         for k in range(N * WAIT_COPIES):
             group.write(k, samples[k % N])
         out["wait"][codec] = consumer_wait(StoreDataset(str(url), batch_size=BATCH, seed=0))
+    reread = open_store(str(url)).group(group.path)
+    out["records"] = best_times(
+        timed(lambda: [reread.column(name) for name in RECORDS]),
+        timed(lambda: [reread.array(name)[:] for name in RECORDS]),
+    )
     return out
 
 
-def rows(r: dict) -> list[tuple[str, str, str, str]]:
-    """``(measure, pdeladder side, baseline side, target)`` of one size's table rows."""
+def rows(r: dict) -> list[tuple[str, float, float, str]]:
+    """``(measure, pdeladder's seconds, the baseline's seconds, target)``: one size's rows."""
     out = []
     for codec in CODECS:
         label = f"read: loader ({codec}) vs h5py, Well layout (normalised batches)"
@@ -256,6 +264,8 @@ def rows(r: dict) -> list[tuple[str, str, str, str]]:
             out.append(
                 (f"write floor: {part} alone vs numpy.save", write[part], write["numpy.save"], "")
             )
+    label = f"records: {', '.join(RECORDS)} of {N * WAIT_COPIES} samples vs zarr's array reads"
+    out.append((label, *r["records"], ""))
     return out
 
 
@@ -274,7 +284,7 @@ def main() -> None:
         title=f"heat {DIM}D, T={SNAPSHOTS}, {N} samples, batches of {BATCH}; "
         f"{os.cpu_count()} cores, load average {load}"
     )
-    for col in ("size", "measure", "pdeladder MB/s", "baseline MB/s", "ratio", "target"):
+    for col in ("size", "measure", "pdeladder ms", "baseline ms", "ratio", "target"):
         table.add_column(col, justify="left" if col in ("size", "measure") else "right")
     for resolution, (mb, r) in results.items():
         size = f"{resolution}², {mb:.0f} MB"
@@ -282,8 +292,8 @@ def main() -> None:
             table.add_row(
                 size,
                 label,
-                f"{mb / t_pd:.0f}",
-                f"{mb / t_base:.0f}",
+                f"{1e3 * t_pd:.1f}",
+                f"{1e3 * t_base:.1f}",
                 f"{t_base / t_pd:.2f}x",
                 target,
             )

@@ -130,14 +130,18 @@ def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
     unknown = np.flatnonzero(status > fmt.FAILED)
     if unknown.size:
         yield f"unknown status values at samples {unknown.tolist()}"
-    reasons = group.array("reason")
-    for i in np.flatnonzero(status == fmt.FAILED).tolist():
+    failed = np.flatnonzero(status == fmt.FAILED).tolist()
+    reasons = group.column("reason") if failed else []
+    for i in failed:
         if not str(reasons[i]):
             yield f"sample {i}: status failed without a reason"
 
 
-def check_sample_values(group: Group, index: int, expected_checksum: int) -> Iterator[str]:
-    """One ok sample: readable, matching its checksum, finite, with the moments it stores."""
+def check_sample_values(
+    group: Group, index: int, expected_checksum: int, stored_moments: np.ndarray
+) -> Iterator[str]:
+    """One ok sample: readable, matching its checksum, finite, with the moments it stores
+    (``stored_moments``, ``(C, 3)``)."""
     try:
         data = group.read_fields(index, expected_checksum)
     except StoreError as err:
@@ -147,8 +151,7 @@ def check_sample_values(group: Group, index: int, expected_checksum: int) -> Ite
     if bad.any():
         yield f"{int(bad.sum())} NaN/Inf values"
         return
-    stored = group.array("moments")[index]
-    if not np.allclose(stored, sample_moments(data), rtol=1e-9, atol=1e-12):
+    if not np.allclose(stored_moments, sample_moments(data), rtol=1e-9, atol=1e-12):
         yield "stored moments do not match the fields"
 
 
@@ -167,14 +170,14 @@ def group_problems(group: Group, *, values: bool = True) -> list[Problem]:
         found += [Problem(where, "structure", m) for m in check_status(group, status)]
     if found or not values:
         return found
-    checksums = group.checksums()
+    checksums, moments = group.checksums(), group.column("moments")
     for i, s in enumerate(status.tolist()):
         if s == fmt.MISSING:
             found.append(Problem(group.where(i), "values", "missing (never written)"))
         elif s == fmt.OK:
             found += [
                 Problem(group.where(i), "values", m)
-                for m in check_sample_values(group, i, int(checksums[i]))
+                for m in check_sample_values(group, i, int(checksums[i]), moments[i])
             ]
     return found
 

@@ -165,6 +165,60 @@ def test_read_samples_into_given_arrays(store_url, compression):
         np.testing.assert_array_equal(arr, array_sample(GRID, k).fields)
 
 
+def test_columns_read_what_zarr_reads(store_url, monkeypatch):
+    """Every per-sample record array, read whole by ``Group.column`` (in rounds of 3 keys, on
+    several threads for a local store), equals zarr's own read: fill values where a sample
+    was never written, the reason of a failed one."""
+    from pdeladder.dataset import store as store_module
+
+    monkeypatch.setattr(store_module, "COLUMN_ROUND", 3)
+    monkeypatch.setattr(store_module.os, "cpu_count", lambda: 3)
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=10)
+    for k in (0, 2, 3, 7, 8):
+        group.write(k, array_sample(GRID, k))
+    group.write(4, failed_sample())
+    reread = open_store(store_url).group(group.path)
+    for name in reread.chunks:
+        if name == "fields":
+            continue
+        got, want = reread.column(name), reread.array(name)[:]
+        assert got.shape == want.shape, name
+        if got.dtype == object:
+            assert [str(v) for v in got] == [str(v) for v in want], name
+        else:
+            assert got.dtype == want.dtype, name
+            np.testing.assert_array_equal(got, want, err_msg=name)
+    assert reread.status().tolist() == [
+        OK,
+        MISSING,
+        OK,
+        OK,
+        FAILED,
+        MISSING,
+        MISSING,
+        OK,
+        OK,
+        MISSING,
+    ]
+    assert reread.column("reason")[4] == "Krylov solve diverged"
+
+
+def test_corrupt_record_chunk_names_the_sample(tmp_path):
+    group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=3)
+    for k in range(3):
+        group.write(k, array_sample(GRID, k))
+    chunk = _chunk(tmp_path, "params", 2)
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+    reread = open_store(str(tmp_path)).group("s0/heat/2d_n9_t5")
+    with pytest.raises(
+        StoreError, match=r"s0/heat/2d_n9_t5 sample 2: cannot read params .*corrupt"
+    ):
+        reread.params()
+    with pytest.raises(StoreError, match=r"sample 2: cannot read params"):
+        reread.info(2)
+    assert reread.info(1)["seed"] == 1
+
+
 def test_missing_status_chunk_reads_as_missing(tmp_path):
     group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
     group.write(0, array_sample(GRID, 0))

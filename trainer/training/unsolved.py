@@ -32,7 +32,7 @@ class UnsolvedSpec:
 def solver_seeds(store_url: str, paths: list[str]) -> frozenset[int]:
     """The sample seeds of the store groups ``paths``, all groups together."""
     store = open_store(store_url)
-    return frozenset(int(s) for p in paths for s in store.group(p).array("seed")[:])
+    return frozenset(int(s) for p in paths for s in store.group(p).column("seed"))
 
 
 def unsolved_samples(
