@@ -140,8 +140,12 @@ def open_store(
             raise UserInputError("check_writable needs mode='a'")
         _check_writable(url, storage_options)
     zstore = _zarr_store(url, mode == "r", storage_options)
+    attributes = ROOT_ATTRS if mode == "a" else None
     try:
-        root = zarr.open_group(zstore, mode=mode, attributes=ROOT_ATTRS if mode == "a" else None)
+        try:
+            root = zarr.open_group(zstore, mode=mode, attributes=attributes)
+        except zarr.errors.ContainsGroupError:  # created by another writer since zarr looked
+            root = zarr.open_group(zstore, mode=mode, attributes=attributes)
     except (FileNotFoundError, zarr.errors.NodeNotFoundError):
         raise StoreError(f"{url}: no store there") from None
     except zarr.errors.ContainsArrayError:
