@@ -87,11 +87,12 @@ class Catalog:
             for g in opened:
                 if g.family == fam:
                     channels += [c for c in g.channel_names if c not in channels]
-        stats = _family_stats(opened)
+        status = {g.path: g.status() for g in opened}
+        stats = _family_stats(opened, status)
         refs, layouts, params = [], {}, {}
         for g in opened:
             params[g.path] = g.params()
-            ok = np.flatnonzero(g.status() == OK)
+            ok = np.flatnonzero(status[g.path] == OK)
             sums = g.checksums()
             bucket = (g.grid.dim, g.grid.resolution, g.grid.snapshots)
             refs += [SampleRef(g.path, int(i), int(sums[i]), bucket) for i in ok]
@@ -149,12 +150,15 @@ def _select(store: Store, patterns: list[str] | None) -> list[str]:
     return chosen
 
 
-def _family_stats(groups: list[Group]) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+def _family_stats(
+    groups: list[Group], status: dict[str, np.ndarray]
+) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
     """Per family, per channel name: mean and std over all its ok samples in ``groups``
-    (the groups' cached or merged moments, merged again across groups)."""
+    (the groups' cached or merged moments, merged again across groups; ``status`` by group
+    path)."""
     parts: dict[str, dict[str, list[list[float]]]] = {}
     for g in groups:
-        norm = g.normalization()
+        norm = g.normalization(status[g.path])
         for c, name in enumerate(norm["channels"]):
             parts.setdefault(g.family, {}).setdefault(name, []).append(
                 [norm["count"][c], norm["mean"][c], norm["m2"][c]]

@@ -704,11 +704,12 @@ class Group:
         self.attrs["normalization"] = stats
         return stats
 
-    def normalization(self) -> dict[str, Any]:
+    def normalization(self, status: np.ndarray | None = None) -> dict[str, Any]:
         """``{"count", "mean", "std", "m2": [C], "ok_samples", "status_crc"}``: the cached
-        statistics when they describe the current ok samples, else freshly merged ones."""
+        statistics when they describe the current ok samples, else freshly merged ones
+        (``status``: the group's :meth:`status`, when the caller has read it already)."""
         cached = self.attrs.get("normalization")
-        status = self.status()
+        status = self.status() if status is None else status
         if cached and cached.get("status_crc") == zlib.crc32(status.tobytes()):
             return cached
         return self._compute_stats(status)
