@@ -1,11 +1,19 @@
 """``pdeladder store ...``: inspect, verify and plot stores from the shell."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 app = typer.Typer(help="Zarr stores of samples: inspect, verify, plot.", no_args_is_help=True)
@@ -59,7 +67,15 @@ def verify(
     from pdeladder.dataset.store import open_store
     from pdeladder.dataset.verify import store_problems
 
-    found = store_problems(open_store(url), values=not structure_only)
+    store = open_store(url)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeRemainingColumn(), console=console, disable=as_json) as bar:
+
+        def progress(path: str, samples: int) -> Callable[[], None]:
+            task = bar.add_task(f"verifying {path}", total=samples)
+            return lambda: bar.advance(task)
+
+        found = store_problems(store, values=not structure_only, progress=progress)
     problems = [p for ps in found.values() for p in ps]
     if as_json:
         typer.echo(

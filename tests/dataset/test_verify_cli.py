@@ -1,6 +1,7 @@
 """``verify`` against the format, and the ``pdeladder store`` commands."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import zarr
 from typer.testing import CliRunner
 
 from pdeladder.dataset import cli
+from pdeladder.dataset import verify as verify_module
 from pdeladder.dataset.format import FORMAT_VERSION
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
@@ -69,6 +71,34 @@ def test_bad_samples_are_all_named(tmp_path, heat_samples):
     assert runner.invoke(cli.app, ["verify", url, "--structure-only"]).exit_code == 0
     human = runner.invoke(cli.app, ["verify", url])
     assert human.exit_code == 1 and "4 problem(s)" in human.output
+
+
+def test_value_checks_report_progress_in_sample_order(tmp_path, monkeypatch):
+    """Samples are read on several threads; every ok one is reported to the progress hook
+    once, and the problems still come in sample order."""
+    monkeypatch.setattr(verify_module.os, "cpu_count", lambda: 4)
+    url = str(tmp_path / "store")
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=8)
+    for k in range(7):
+        group.write(k, array_sample(GRID, k))
+    for k in (5, 2):
+        chunk = next((tmp_path / "store" / PATH / "fields").glob(f"c.{k}.*"))
+        chunk.write_bytes(chunk.read_bytes()[:-8])
+    counts, lock = {}, threading.Lock()
+
+    def progress(path, total):
+        counts[path] = [total, 0]
+
+        def advance():
+            with lock:
+                counts[path][1] += 1
+
+        return advance
+
+    found = verify_module.store_problems(open_store(url), progress=progress)[PATH]
+    assert counts == {PATH: [7, 7]}
+    assert [p.path.rsplit(" ", 1)[-1] for p in found] == ["2", "5", "7"]
+    assert "never written" in found[-1].message
 
 
 def test_structure_problems_name_the_array(tmp_path, heat_samples):
