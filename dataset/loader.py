@@ -87,6 +87,11 @@ class StoreDataset(IterableDataset):
         normalize: normalise channels with the store's mean and std.
         rank, world_size: this process's share; default from ``torch.distributed`` if
             initialised, else 0 and 1.
+        prefetch: batches read ahead in background threads; 0 reads each batch in the
+            consumer's thread when it is asked for (like a DataLoader with ``num_workers=0``):
+            on machines where waking a thread costs more than reading a small batch (a
+            shared 2-core VM), the faster way to read small samples, at the price of no
+            reading while the consumer computes.
     """
 
     def __init__(
@@ -99,9 +104,12 @@ class StoreDataset(IterableDataset):
         normalize: bool = True,
         rank: int | None = None,
         world_size: int | None = None,
+        prefetch: int = PREFETCH_BATCHES,
     ):
         if batch_size < 1:
             raise UserInputError(f"batch_size must be positive, got {batch_size}")
+        if prefetch < 0:
+            raise UserInputError(f"prefetch must be 0 or more, got {prefetch}")
         self.catalog = (
             source if isinstance(source, Catalog) else Catalog.build(source, groups=groups)
         )
@@ -110,7 +118,7 @@ class StoreDataset(IterableDataset):
         self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
         self.epoch = 0
-        self.prefetch = PREFETCH_BATCHES
+        self.prefetch = prefetch
         self._reader: _Reader | None = None
 
     def __getstate__(self) -> dict:
@@ -172,8 +180,13 @@ class StoreDataset(IterableDataset):
                             for b in range(0, len(refs), step))  # fmt: skip
 
         # jobs ahead: prefetch batches of large samples, more of small ones (at most
-        # prefetch * batch_size * JOB_BYTES bytes)
-        for (refs, fields, run), _ in prefetched(load, jobs(), reader.depth, reader.pool):
+        # prefetch * batch_size * JOB_BYTES bytes); none with prefetch 0
+        done = (
+            prefetched(load, jobs(), reader.depth, reader.pool)
+            if self.prefetch
+            else ((job, load(job)) for job in jobs())
+        )
+        for (refs, fields, run), _ in done:
             if run.stop == len(refs):  # the batch's samples are all in (jobs finish in order)
                 yield batch_dict(refs, fields, catalog, normalize=self.normalize)
 

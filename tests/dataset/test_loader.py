@@ -12,7 +12,7 @@ from pdeladder.dataset import loader as loader_module
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
-from pdeladder.errors import StoreError
+from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers import Sample, SolveStats, get_family
 
 from .conftest import GRID, HEAT, array_sample, failed_sample
@@ -116,6 +116,19 @@ def test_epochs_reuse_the_reader_and_stopping_early_is_clean(mixed_store):
     assert _seen(again) == _seen(first)
     for a, b in zip(again, first, strict=True):
         assert torch.equal(a["fields"], b["fields"]) and a["fields"] is not b["fields"]
+
+
+def test_prefetch_zero_reads_the_same_batches_in_the_consumers_thread(mixed_store):
+    url, _ = mixed_store
+    background = list(StoreDataset(url, batch_size=2, seed=4))
+    before = {t.name for t in threading.enumerate()}
+    inline = list(StoreDataset(url, batch_size=2, seed=4, prefetch=0))
+    assert not {t.name for t in threading.enumerate()} - before  # no thread was started
+    assert _seen(inline) == _seen(background)
+    for a, b in zip(inline, background, strict=True):
+        assert torch.equal(a["fields"], b["fields"]) and torch.equal(a["mean"], b["mean"])
+    with pytest.raises(UserInputError, match="prefetch must be 0 or more"):
+        StoreDataset(url, batch_size=2, prefetch=-1)
 
 
 def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):
