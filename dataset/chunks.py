@@ -157,6 +157,13 @@ def is_local(store: Any) -> bool:
     return isinstance(store, LocalStore)
 
 
+def read_threads(reads: int, *, local: bool = True) -> int:
+    """Threads for ``reads`` chunk reads at once. Reads from local files compute (checksums,
+    decoding, normalisation): no more threads than cores, so that the read waited for is not
+    slowed down by those behind it. Reads that wait on a network: one per read, up to 16."""
+    return max(1, min(reads, (os.cpu_count() or 1) if local else 16))
+
+
 def read_into(store: Any, key: str, out: np.ndarray) -> bool:
     """Read chunk ``key`` of a local store straight into the bytes of ``out`` (C-contiguous),
     with no buffer in between; False when the chunk is absent. Raises ValueError when the

@@ -5,7 +5,6 @@ for Ray Data) use these functions, so they batch identically; the batch layout i
 :mod:`pdeladder.dataset.loader`.
 """
 
-import os
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
+from pdeladder.dataset.chunks import read_threads
 
 Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
 
@@ -56,7 +56,7 @@ def prefetched[Job, Result](
     Leaving the loop early waits for the reads in flight (at most ``depth``), so no read
     outlives it."""
     if pool is None:
-        with futures.ThreadPoolExecutor(max_workers=prefetch_threads(depth)) as own:
+        with futures.ThreadPoolExecutor(max_workers=read_threads(depth)) as own:
             yield from prefetched(read, jobs, depth, own)
         return
     window: deque = deque()
@@ -73,13 +73,6 @@ def prefetched[Job, Result](
         for _, fut in window:
             fut.cancel()
         futures.wait([fut for _, fut in window])
-
-
-def prefetch_threads(depth: int, *, io_bound: bool = False) -> int:
-    """Threads that run ``depth`` reads ahead. Reads from local files compute (checksums,
-    decoding, normalisation): no more threads than cores, so that the read the consumer waits
-    for is not slowed down by those behind it. Reads that wait on a network: one per read."""
-    return max(1, min(depth, 16 if io_bound else (os.cpu_count() or 1)))
 
 
 class ScratchArrays(threading.local):

@@ -1,17 +1,18 @@
 """Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
 
-Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank
-and DataLoader worker → plan batches by grid → per sample (a job: one large sample, or
-several small ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch``
-batches' samples ahead (as many threads as cores for a local store, one per read for a remote
-one): read it straight into its slot of the batch array where that slot is contiguous, else
-into an array the thread reuses (a local store's uncompressed chunks straight from the file,
-others decoded in place), check its checksum, normalise it per channel with the store's
-statistics in place → once a batch's samples are in, collate the rest around it. The
-consumer only takes finished batches; the samples of one batch are read side by side, so
-even the first batch comes in a fraction of a batch's read time. The store's metadata, the threads and their arrays are kept across epochs
-(per process). Whole arrays are never loaded; a corrupt chunk or a sample that is not ok
-raises a StoreError naming it.
+Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank and
+DataLoader worker → plan batches by grid → per sample (a job: one large sample, or several small
+ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch`` batches' samples
+ahead (as many threads as cores for a local store, one per read up to 16 for a remote one): read
+it straight into its slot of the batch array where that slot is contiguous, else into an array
+the thread reuses (a local store's uncompressed chunks straight from the file, others decoded in
+place), check its checksum, normalise it per channel with the store's statistics in place → once
+a batch's samples are in, collate the rest around it. The consumer only takes finished batches;
+the samples of one batch are read side by side, so even the first batch comes in a fraction of a
+batch's read time. With ``prefetch=0`` the same jobs run in the consumer's thread instead. The
+store's metadata, the threads and their arrays are kept across epochs (per process). Whole
+arrays are never loaded; a corrupt chunk or a sample that is not ok raises a StoreError naming
+it.
 
 Each item is one batch, a dict::
 
@@ -52,14 +53,13 @@ import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
-from pdeladder.dataset.chunks import is_local
+from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.collate import (
     ScratchArrays,
     batch_dict,
     batch_plan,
     fill,
     new_fields,
-    prefetch_threads,
     prefetched,
     shard,
     slot_of,
@@ -197,7 +197,7 @@ class StoreDataset(IterableDataset):
         if reader is None or reader.pid != os.getpid() or reader.depth != depth:
             store = self.catalog.open()
             groups = {p: store.group(p) for p in self.catalog.groups}
-            threads = prefetch_threads(depth, io_bound=not is_local(store.root.store))
+            threads = read_threads(depth, local=is_local(store.root.store))
             pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
             reader = self._reader = _Reader(os.getpid(), depth, groups, pool, ScratchArrays())
         return reader

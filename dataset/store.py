@@ -437,7 +437,7 @@ class Group:
                     out[i] = self._decode_record(i, name, raw)
 
         if chunks.is_local(self._zstore):
-            threads = min(os.cpu_count() or 1, -(-n // COLUMN_ROUND))
+            threads = chunks.read_threads(-(-n // COLUMN_ROUND))
             parts = [range(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
             if threads > 1:
                 with futures.ThreadPoolExecutor(threads) as pool:
@@ -687,10 +687,11 @@ class Group:
 
     # -- normalisation statistics --------------------------------------------------------------
 
-    def moments(self) -> np.ndarray:
-        """``(C, 3)`` merged ``(count, mean, M2)`` per channel over the ok samples."""
-        ok = self.status() == OK
-        return merge_moments(self.column("moments")[ok])
+    def moments(self, status: np.ndarray | None = None) -> np.ndarray:
+        """``(C, 3)`` merged ``(count, mean, M2)`` per channel over the ok samples
+        (``status``: the group's :meth:`status`, when the caller has read it already)."""
+        status = self.status() if status is None else status
+        return merge_moments(self.column("moments")[status == OK])
 
     def update_stats(self) -> dict[str, Any]:
         """Merge the per-sample moments and cache them in the ``normalization`` attribute.
@@ -716,7 +717,7 @@ class Group:
 
     def _compute_stats(self, status: np.ndarray | None = None) -> dict[str, Any]:
         status = self.status() if status is None else status
-        merged = merge_moments(self.column("moments")[status == OK])
+        merged = self.moments(status)
         mean, std = mean_std(merged)
         return {
             "channels": self.channel_names,

@@ -2,14 +2,13 @@
 
 Structural checks (attributes, arrays, coordinates, status) read metadata and small arrays;
 value checks (completeness, checksums, NaN/Inf, stored moments) read every ok sample once,
-several at a time (as many as cores for a local store, ``REMOTE_READS`` for a remote one),
+several at a time (:func:`~pdeladder.dataset.chunks.read_threads`),
 each reported to an optional progress hook. Each check function covers one part of the tree
 and returns the :class:`~pdeladder.errors.FormatError` it finds, each naming its path;
 :func:`verify` collects them all instead of stopping at the first.
 """
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,13 +18,11 @@ import numpy as np
 import zarr
 
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.chunks import is_local
+from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.moments import sample_moments
 from pdeladder.dataset.store import Group, Store, open_store
 from pdeladder.errors import FormatError, StoreError
 
-#: Samples a value check reads at once from a remote store (each read mostly waits).
-REMOTE_READS = 16
 #: ``progress(group path, ok samples to read)`` returns the function called once per sample
 #: read, from the reading threads (the CLI draws a bar with it).
 Progress = Callable[[str, int], Callable[[], None]]
@@ -192,8 +189,7 @@ def group_problems(
         advance()
         return messages
 
-    threads = (os.cpu_count() or 1) if is_local(group.node.store) else REMOTE_READS
-    with ThreadPoolExecutor(max(1, min(threads, len(ok)))) as pool:
+    with ThreadPoolExecutor(read_threads(len(ok), local=is_local(group.node.store))) as pool:
         bad = dict(zip(ok, pool.map(check, ok), strict=True))
     for i, s in enumerate(status.tolist()):
         if s == fmt.MISSING:

@@ -169,10 +169,11 @@ def test_columns_read_what_zarr_reads(store_url, monkeypatch):
     """Every per-sample record array, read whole by ``Group.column`` (in rounds of 3 keys, on
     several threads for a local store), equals zarr's own read: fill values where a sample
     was never written, the reason of a failed one."""
+    from pdeladder.dataset import chunks as chunks_module
     from pdeladder.dataset import store as store_module
 
     monkeypatch.setattr(store_module, "COLUMN_ROUND", 3)
-    monkeypatch.setattr(store_module.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(chunks_module.os, "cpu_count", lambda: 3)
     group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=10)
     for k in (0, 2, 3, 7, 8):
         group.write(k, array_sample(GRID, k))

@@ -8,6 +8,7 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
+from pdeladder.dataset import chunks as chunks_module
 from pdeladder.dataset import cli
 from pdeladder.dataset import verify as verify_module
 from pdeladder.dataset.format import FORMAT_VERSION
@@ -76,7 +77,7 @@ def test_bad_samples_are_all_named(tmp_path, heat_samples):
 def test_value_checks_report_progress_in_sample_order(tmp_path, monkeypatch):
     """Samples are read on several threads; every ok one is reported to the progress hook
     once, and the problems still come in sample order."""
-    monkeypatch.setattr(verify_module.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(chunks_module.os, "cpu_count", lambda: 4)
     url = str(tmp_path / "store")
     group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=8)
     for k in range(7):
