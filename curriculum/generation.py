@@ -30,7 +30,7 @@ from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.curriculum.weights import Weights, load_weights
 from pdeladder.curriculum.worker import Outcome, Solver, create_group, solver_actor
-from pdeladder.dataset.store import FAILED, OK, open_store
+from pdeladder.dataset.store import FAILED, OK, absolute_url, open_store
 from pdeladder.errors import UserInputError
 from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
 
@@ -191,11 +191,9 @@ def materialize(
         raise UserInputError(
             f"curriculum {spec.name!r} names no store: pass --store URL (store_url=...)"
         )
-    protocol, path = fsspec.core.split_protocol(url)
-    if protocol == "memory":
+    if fsspec.core.split_protocol(url)[0] == "memory":
         raise UserInputError(f"{url}: memory:// stores do not cross processes; use a path or s3://")
-    if protocol in (None, "file"):
-        url = os.path.abspath(path)  # the actors' working directory may differ from ours
+    url = absolute_url(url)
     names = [s.name for s in spec.stages] if stages is None else list(stages)
     w = load_weights(weights)
     plans = [plan_stage(spec, spec.stage(name), w) for name in names]  # validates before writing

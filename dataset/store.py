@@ -61,6 +61,7 @@ __all__ = [
     "STATUS_NAMES",
     "Group",
     "Store",
+    "absolute_url",
     "open_store",
     "read_samples",
 ]
@@ -81,6 +82,14 @@ def _run[T](coro: Coroutine[Any, Any, T]) -> T:
 def _protocol(url: str) -> tuple[str, str]:
     protocol, path = fsspec.core.split_protocol(url)
     return protocol or "file", path
+
+
+def absolute_url(url: str) -> str:
+    """``url`` as other processes must see it: a local path (plain or ``file://``) made
+    absolute, since Ray actors and Ray Train workers run in working directories of their own;
+    any other URL unchanged."""
+    protocol, path = _protocol(url)
+    return os.path.abspath(path) if protocol == "file" else url
 
 
 def _zarr_store(url: str, read_only: bool, storage_options: dict | None) -> Any:

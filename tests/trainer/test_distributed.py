@@ -32,8 +32,11 @@ pytestmark = [
 ]
 
 
-def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(tiny, tmp_path):
+def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(
+    tiny, tmp_path, monkeypatch
+):
     spec, url, _ = tiny
+    monkeypatch.chdir(os.path.dirname(url))  # a relative store path; the workers run elsewhere
     seen, killed = [], []
 
     def kill_rank_one_once(metrics: dict) -> None:
@@ -47,7 +50,7 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(tiny, 
     CALLER.set("this test")
     result = train_curriculum(
         spec,
-        store_url=url,
+        store_url=os.path.basename(url),
         workers=2,
         run_dir=run,
         log_every=1,

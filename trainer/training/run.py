@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pdeladder.dataset.format import group_path
-from pdeladder.dataset.store import open_store
+from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
 from pdeladder.trainer.layers.spectral import modes_for
@@ -213,6 +213,7 @@ def train_curriculum(
     store_url = store_url or spec.store
     if not store_url:
         raise UserInputError("no store: pass --store URL or set `store:` in the curriculum")
+    store_url = absolute_url(store_url)
     if workers < 1:
         raise UserInputError(f"workers must be at least 1, got {workers}")
     chosen = [spec.stage(n) for n in stages] if stages else list(spec.stages)
