@@ -12,11 +12,20 @@ zero-fill → ``irfftn``.
 The two pruned transforms are each other's adjoints up to a weight on the half axis, so each is
 the other's backward pass (one custom autograd function each): no full-size zero-filled
 gradients and no complex transform where a real one does.
+
+Both take the :class:`~pdeladder.trainer.distributed.slab.Slab` of the global grid that the
+input holds. On an axis the slab splits, the forward transform is the partial sum over the slab's
+own points (the rows of the DFT at their global offsets, kept frequencies only) and the inverse
+evaluates the kept modes at those points only: the contributions of all slabs sum to the whole
+grid's coefficients, which is all a distributed transform adds (one all-reduce,
+:class:`~pdeladder.trainer.distributed.fft.SlabFFT`).
 """
 
 from dataclasses import dataclass
 
 import torch
+
+from pdeladder.trainer.distributed.slab import Slab
 
 
 def kept_indices(n: int, modes: int, half: bool) -> tuple[list[int], list[int]]:
@@ -85,66 +94,97 @@ class SpectralTransform:
     """The Fourier transform a spectral layer uses; see :class:`LocalFFT`.
 
     Only the kept block crosses this seam, so a distributed transform moves only the kept
-    coefficients between ranks.
+    coefficients between ranks. ``sel`` comes from the global grid; ``slab`` says which part of
+    it the input holds (the whole grid by default).
     """
 
-    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        """``(B, C, T, X, Y, Z)`` real → ``(B, C, *sel.block_shape)`` complex kept coefficients
-        (``norm="forward"``: the mean of ``x`` is coefficient 0)."""
+    def forward(
+        self, x: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+    ) -> torch.Tensor:
+        """``(B, C, *slab.local_shape)`` real → ``(B, C, *sel.block_shape)`` complex kept
+        coefficients of the global grid (``norm="forward"``: the mean of ``x`` is coefficient 0)."""
         raise NotImplementedError
 
-    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        """Kept coefficients ``(B, C, *sel.block_shape)`` → real ``(B, C, *sel.shape)``, every
-        other coefficient taken as zero."""
+    def inverse(
+        self, block: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+    ) -> torch.Tensor:
+        """Kept coefficients ``(B, C, *sel.block_shape)`` → real ``(B, C, *slab.local_shape)``,
+        every other coefficient taken as zero."""
         raise NotImplementedError
 
 
 class LocalFFT(SpectralTransform):
-    """The whole sample on this process, one axis at a time, pruned: the half axis first (its
-    kept DFT columns), then each full axis on what is left, so each later transform runs on a
-    fraction of the data; the inverse in reverse order."""
+    """This process's part of the transform, one axis at a time, pruned: the half axis first
+    (its kept DFT columns), then each full axis on what is left, so each later transform runs on
+    a fraction of the data; the inverse in reverse order. On the whole grid this is the whole
+    transform; on a slab, the slab's contribution to it."""
 
-    def forward(self, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        return _Forward.apply(x, sel)
+    def forward(
+        self, x: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+    ) -> torch.Tensor:
+        return _Forward.apply(x, sel, slab or Slab.whole(sel.shape))
 
-    def inverse(self, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        return _Inverse.apply(block, sel)
+    def inverse(
+        self, block: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+    ) -> torch.Tensor:
+        return _Inverse.apply(block, sel, slab or Slab.whole(sel.shape))
 
 
-def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str) -> torch.Tensor:
-    """``(B, C, T, X, Y, Z)`` real → kept block ``(B, C, *sel.block_shape)`` complex."""
-    n, p = sel.shape[sel.half], sel.kept[sel.half][0]
-    # The half axis is the last with points: a product with the first p columns of the DFT.
-    dft = _half_dft(n, p).div(n if norm == "forward" else 1).to(x)  # (n, 2p)
-    c = torch.view_as_complex((x.flatten(2 + sel.half) @ dft).unflatten(-1, (p, 2)))
-    c = c.unflatten(-1, (p, *sel.shape[sel.half + 1 :]))  # (B, C, .., p, 1, ..)
+def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str, slab: Slab) -> torch.Tensor:
+    """``(B, C, *slab.local_shape)`` real → the slab's part of the kept block
+    ``(B, C, *sel.block_shape)`` complex (the whole block when the slab is the whole grid)."""
+    h = sel.half
+    n, p, lo, hi = sel.shape[h], sel.kept[h][0], slab.lo[h], slab.hi[h]
+    # The half axis is the last with points: a product with the first p columns of the DFT
+    # (their rows at the slab's points).
+    dft = _half_dft(n, p)[lo:hi].div(n if norm == "forward" else 1).to(x)  # (hi - lo, 2p)
+    c = torch.view_as_complex((x.flatten(2 + h) @ dft).unflatten(-1, (p, 2)))
+    c = c.unflatten(-1, (p, *slab.local_shape[h + 1 :]))  # (B, C, .., p, 1, ..)
     for a in reversed(sel.full_axes):
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
-        c = torch.fft.fft(c, dim=d, norm=norm)
-        c = torch.cat([c.narrow(d, 0, p), c.narrow(d, n - q, q)], dim=d)  # (.., p + q, ..)
+        if slab.is_split(a):  # the kept frequencies' DFT rows at the slab's points
+            dft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).div(n if norm == "forward" else 1)
+            c = (c.movedim(d, -1) @ dft.to(c.dtype)).movedim(-1, d)  # (.., p + q, ..)
+        else:
+            c = torch.fft.fft(c, dim=d, norm=norm)
+            c = torch.cat([c.narrow(d, 0, p), c.narrow(d, n - q, q)], dim=d)  # (.., p + q, ..)
     return c
 
 
-def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str) -> torch.Tensor:
-    """Kept block ``(B, C, *sel.block_shape)`` → ``(B, C, *sel.shape)`` real, the other
-    coefficients zero (``irfftn`` of the zero-filled spectrum)."""
+def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str, slab: Slab) -> torch.Tensor:
+    """Kept block ``(B, C, *sel.block_shape)`` → ``(B, C, *slab.local_shape)`` real, the other
+    coefficients zero (``irfftn`` of the zero-filled spectrum, at the slab's points)."""
     c = block
     for a in sel.full_axes:
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
+        if slab.is_split(a):  # the kept modes evaluated at the slab's points
+            idft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).conj().T  # (p + q, hi - lo)
+            idft = idft.div(n if norm == "backward" else 1)
+            c = (c.movedim(d, -1) @ idft.to(c.dtype)).movedim(-1, d)
+            continue
         shape = list(c.shape)
         shape[d] = n
         full = c.new_zeros(shape)  # frequencies 0 .. p-1 first, -q .. -1 last
         full.narrow(d, 0, p).copy_(c.narrow(d, 0, p))
         full.narrow(d, n - q, q).copy_(c.narrow(d, p, q))
         c = torch.fft.ifft(full, dim=d, norm=norm)
-    n, p, h = sel.shape[sel.half], sel.kept[sel.half][0], 2 + sel.half
+    h = sel.half
+    n, p, lo, hi = sel.shape[h], sel.kept[h][0], slab.lo[h], slab.hi[h]
     # irfft of coefficients 0 .. p-1: each k > 0 stands for k and -k; Im c(0) does not count.
     twice = torch.full((2 * p,), 2.0, dtype=torch.float64)
     twice[:2] = 1.0
-    idft = (_half_dft(n, p) * twice).T.div(n if norm == "backward" else 1)  # (2p, n)
-    rows = torch.view_as_real(c.flatten(h).contiguous()).flatten(-2)  # (.., 2p): (re, im)
+    idft = (_half_dft(n, p)[lo:hi] * twice).T.div(n if norm == "backward" else 1)  # (2p, hi-lo)
+    rows = torch.view_as_real(c.flatten(2 + h).contiguous()).flatten(-2)  # (.., 2p): (re, im)
     out = rows @ idft.to(rows)
-    return out.unflatten(-1, sel.shape[sel.half :])
+    return out.unflatten(-1, slab.local_shape[h:])
+
+
+def _partial_dft(n: int, p: int, q: int, lo: int, hi: int) -> torch.Tensor:
+    """``(hi - lo, p + q)`` complex128: ``x @ E`` are the unnormalised DFT coefficients
+    ``0 .. p-1, -q .. -1`` of an ``n``-point signal that is zero outside ``[lo, hi)``."""
+    freq = torch.cat([torch.arange(p), torch.arange(-q, 0)]).double()
+    angle = -2 * torch.pi / n * torch.outer(torch.arange(lo, hi).double(), freq)
+    return torch.polar(torch.ones_like(angle), angle)
 
 
 def _half_dft(n: int, p: int) -> torch.Tensor:
@@ -168,13 +208,14 @@ class _Forward(torch.autograd.Function):
     inverse, ``norm="backward"``, of the gradient with the half axis's ``k > 0`` halved."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        ctx.sel = sel
-        return pruned_forward(x, sel, "forward")
+    def forward(ctx, x: torch.Tensor, sel: ModeSelection, slab: Slab) -> torch.Tensor:
+        ctx.sel, ctx.slab = sel, slab
+        return pruned_forward(x, sel, "forward", slab)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return pruned_inverse(_half_weighted(grad, ctx.sel, 0.5), ctx.sel, "backward"), None
+        grad = _half_weighted(grad, ctx.sel, 0.5)
+        return pruned_inverse(grad, ctx.sel, "backward", ctx.slab), None, None
 
 
 class _Inverse(torch.autograd.Function):
@@ -182,10 +223,11 @@ class _Inverse(torch.autograd.Function):
     transform of the gradient with the half axis's ``k > 0`` doubled."""
 
     @staticmethod
-    def forward(ctx, block: torch.Tensor, sel: ModeSelection) -> torch.Tensor:
-        ctx.sel = sel
-        return pruned_inverse(block, sel, "forward")
+    def forward(ctx, block: torch.Tensor, sel: ModeSelection, slab: Slab) -> torch.Tensor:
+        ctx.sel, ctx.slab = sel, slab
+        return pruned_inverse(block, sel, "forward", slab)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _half_weighted(pruned_forward(grad, ctx.sel, "backward"), ctx.sel, 2.0), None
+        grad = pruned_forward(grad, ctx.sel, "backward", ctx.slab)
+        return _half_weighted(grad, ctx.sel, 2.0), None, None

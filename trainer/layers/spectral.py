@@ -8,9 +8,11 @@ path of the block.
 
 The Fourier transform is delegated to a :class:`~pdeladder.trainer.layers.fft.SpectralTransform`
 (pruned to the kept modes, see :mod:`pdeladder.trainer.layers.fft`). :class:`LocalFFT`
-transforms the whole sample on one process; a slab-decomposed transform (each rank holding
-``x``-slabs, all-to-all transposes between the axis transforms) implements the same two
-methods, so the layer and the model stay as they are (docs/trainer.md, "Distributed FFT seam").
+transforms what this process holds; on a sample split across ranks the layer receives its
+:class:`~pdeladder.trainer.distributed.slab.Slab`, the kept modes come from the global grid,
+and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms with
+one all-reduce of the kept block, so the layer and the model stay as they are (docs/trainer.md,
+"Domain parallelism").
 
 The contraction is one real batched matrix product over the kept modes: the real and the
 imaginary parts of the coefficients, as rows, times the weights' ``(re, im)`` columns, combined
@@ -20,6 +22,7 @@ as ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``.
 import torch
 from torch import nn
 
+from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform, kept_indices
 
 
@@ -54,20 +57,26 @@ class SpectralConv(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, modes={self.modes}"
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, bias: torch.Tensor | None = None, slab: Slab | None = None
+    ) -> torch.Tensor:
         """``(B, in, T, X, Y, Z)`` → ``(B, out, T, X, Y, Z)``; ``bias`` ``(out,)``, if given, is
-        added to every point (as the zero-frequency coefficient: no pass over the output)."""
-        if x.ndim != 6 or x.shape[1] != self.in_channels:
+        added to every point (as the zero-frequency coefficient: no pass over the output).
+        ``slab``: the part of the global grid that ``x`` holds (default: all of it)."""
+        if slab is None and x.ndim == 6:
+            slab = Slab.whole(x.shape[2:])
+        if x.ndim != 6 or x.shape[1] != self.in_channels or x.shape[2:] != slab.local_shape:
+            grid = "t, x, y, z" if slab is None else ", ".join(map(str, slab.local_shape))
             raise ValueError(
-                f"SpectralConv: input must be (batch, {self.in_channels}, t, x, y, z), "
+                f"SpectralConv: input must be (batch, {self.in_channels}, {grid}), "
                 f"got {tuple(x.shape)}"
             )
-        sel = ModeSelection.of(tuple(x.shape[-4:]), self.modes)
+        sel = ModeSelection.of(slab.shape, self.modes)  # from the global grid
         # FFTs run in float32 even under mixed precision (half precision needs power-of-two sizes).
         with torch.autocast(device_type=x.device.type, enabled=False):
-            block = self.transform.forward(x.float(), sel)  # (B, in, kt, kx, ky, kz) complex
+            block = self.transform.forward(x.float(), sel, slab)  # (B, in, kt, kx, ky, kz) complex
             mixed = self.mix(block, sel, bias)  # (B, out, kt, kx, ky, kz) complex
-            return self.transform.inverse(mixed, sel).to(x.dtype)  # (B, out, T, X, Y, Z)
+            return self.transform.inverse(mixed, sel, slab).to(x.dtype)  # (B, out, *local)
 
     def mix(self, block: torch.Tensor, sel: ModeSelection, bias=None) -> torch.Tensor:
         """``W · block`` per kept mode: ``(B, in, *kept)`` → ``(B, out, *kept)`` complex, as one

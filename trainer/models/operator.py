@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.layers.spectral import SpectralConv
 
 
@@ -83,8 +84,8 @@ class FourierBlock(nn.Module):
         self.pointwise = Pointwise(width, width)
         self.activate = activate
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        spectral = self.spectral(h, bias=self.pointwise.linear.bias)  # K h + b
+    def forward(self, h: torch.Tensor, slab: Slab | None = None) -> torch.Tensor:
+        spectral = self.spectral(h, bias=self.pointwise.linear.bias, slab=slab)  # K h + b
         out = self.pointwise(h, offset=spectral.flatten(2))
         return nn.functional.gelu(out) if self.activate else out
 
@@ -121,12 +122,21 @@ class LadderOperator(nn.Module):
         )
         self.checkpointing = False
 
-    def forward(self, x: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
-        """``(B, in_channels, T, X, Y, Z)``, ``(B,)`` → ``(B, out_channels, T, X, Y, Z)``."""
+    def forward(
+        self, x: torch.Tensor, family: torch.Tensor, slab: Slab | None = None
+    ) -> torch.Tensor:
+        """``(B, in_channels, T, X, Y, Z)``, ``(B,)`` → ``(B, out_channels, T, X, Y, Z)``.
+
+        ``slab``: the part of the global grid that ``x`` holds when a sample is split across
+        domain ranks (default: the whole grid); the output is the same part of the prediction.
+        """
         cfg = self.config
-        if x.ndim != 6 or x.shape[1] != cfg.in_channels:
+        if slab is None and x.ndim == 6:
+            slab = Slab.whole(x.shape[2:])
+        if x.ndim != 6 or x.shape[1] != cfg.in_channels or x.shape[2:] != slab.local_shape:
+            grid = "t, x, y, z" if slab is None else ", ".join(map(str, slab.local_shape))
             raise UserInputError(
-                f"{self.name}: input must be (batch, {cfg.in_channels}, t, x, y, z), "
+                f"{self.name}: input must be (batch, {cfg.in_channels}, {grid}), "
                 f"got {tuple(x.shape)}"
             )
         if family.shape != (x.shape[0],) or family.dtype != torch.long:
@@ -139,20 +149,25 @@ class LadderOperator(nn.Module):
         # With checkpointing, each stage keeps only its input for the backward pass and
         # recomputes the rest: the lift's and projection's wide hidden layers as well as the blocks.
         stage = checkpointed if self.checkpointing and torch.is_grad_enabled() else called
-        h = stage(self.lifted, x, family)  # (B, width, padded T, X, Y, Z)
+        coords = coordinates(x, slab)  # (B, 4, T, X, Y, Z)
+        # The padding is split with the grid: the rank holding an axis's end holds its padding.
+        padded = slab.padded(tuple(math.ceil(cfg.padding * n) if n > 1 else 0 for n in slab.shape))
+        h = stage(self.lifted, x, coords, family, padded)  # (B, width, padded T, X, Y, Z)
         for block in self.blocks:
-            h = stage(block, h)
+            h = stage(block, h, padded)
         change = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
-        tau = coordinates(x)[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
+        tau = coords[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
         return x[:, : cfg.out_channels] + tau * change
 
-    def lifted(self, x: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+    def lifted(
+        self, x: torch.Tensor, coords: torch.Tensor, family: torch.Tensor, padded: Slab
+    ) -> torch.Tensor:
         """Inputs and coordinates lifted to ``width`` channels, plus the family embedding, then
-        zero-padded: ``(B, width, T + pT, X + pX, Y + pY, Z + pZ)``."""
-        h = self.lift[1](self.lift[0](torch.cat([x, coordinates(x)], dim=1)))  # (B, 2·width, ..)
+        zero-padded to the ``padded`` slab: ``(B, width, *padded.local_shape)``."""
+        h = self.lift[1](self.lift[0](torch.cat([x, coords], dim=1)))  # (B, 2·width, ..)
         shift = self.lift[2].linear.bias + self.family_embedding(family)  # (B, width)
         h = self.lift[2](h, offset=shift[:, :, None])  # (B, width, T, X, Y, Z)
-        pad = [math.ceil(self.config.padding * n) if n > 1 else 0 for n in x.shape[2:]]
+        pad = [p - n for p, n in zip(padded.local_shape, x.shape[2:], strict=True)]
         return nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])
 
     def projected(self, h: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -168,16 +183,18 @@ def checkpointed(fn, *args):
     return checkpoint(fn, *args, use_reentrant=False)
 
 
-def coordinates(x: torch.Tensor) -> torch.Tensor:
-    """Normalised coordinates of ``x``'s grid: ``(B, 4, T, X, Y, Z)`` with ``t/t_end, x, y, z`` in
-    ``[0, 1]`` (a singleton spatial axis is 0; a steady ``t`` axis is 1)."""
-    b, _, *shape = x.shape
+def coordinates(x: torch.Tensor, slab: Slab | None = None) -> torch.Tensor:
+    """Normalised coordinates of ``x``'s points on the global grid of ``slab`` (default: ``x``'s
+    own grid): ``(B, 4, T, X, Y, Z)`` with ``t/t_end, x, y, z`` in ``[0, 1]`` (a singleton
+    spatial axis is 0; a steady ``t`` axis is 1)."""
+    slab = slab or Slab.whole(x.shape[2:])
     axes = [
-        torch.linspace(0.0, 1.0, n, device=x.device, dtype=x.dtype)
+        torch.linspace(0.0, 1.0, n, device=x.device, dtype=x.dtype)[lo:hi]
         if n > 1
         else torch.full((1,), 1.0 if a == 0 else 0.0, device=x.device, dtype=x.dtype)
-        for a, n in enumerate(shape)
+        for a, (n, lo, hi) in enumerate(zip(slab.shape, slab.lo, slab.hi, strict=True))
     ]
+    b = x.shape[0]
     grid = torch.stack(torch.meshgrid(*axes, indexing="ij"))  # (4, T, X, Y, Z)
     return grid.expand(b, *grid.shape)
 

@@ -1,0 +1,1 @@
+"""Domain parallelism: one sample split across the ranks of a domain group (DESIGN.md)."""

@@ -1,0 +1,108 @@
+"""The domain group of ranks that share one sample, and the collectives with autograd that the
+sharded model and losses use.
+
+Gradient convention: every rank's backward produces the gradient of the *global* loss with
+respect to what that rank holds: its slab of the activations, and its partial share of each
+parameter's gradient (the shares of a domain group sum to the unsharded gradient).
+
+- :func:`sum_partials`: forward all-reduce (sum) of contributions that each rank then consumes
+  with data of its own (the kept Fourier block, which each rank inverts at its own points). Its
+  backward is the same all-reduce: the adjoint of "sum, then hand the sum to every rank" is
+  "sum every rank's gradient, then hand it back to every rank".
+- :func:`sum_replicated`: forward all-reduce of a reduction (a loss's sums over points) that
+  every rank then uses in the *same* computation; its backward is the identity, since each
+  rank's gradient of the replicated result is already the whole gradient.
+
+Each call adds its payload to the group's :attr:`DomainGroup.sent` counter (bytes handed to the
+collective; a ring all-reduce moves ``2 (k - 1) / k`` of it per rank).
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from pdeladder.trainer.distributed.slab import SPLIT_AXES, DomainLayout, Slab
+
+
+@dataclass(frozen=True)
+class DomainGroup:
+    """The ``layout.size`` ranks that hold slabs of the same sample.
+
+    Attributes:
+        group: their process group (``None``: the default group).
+        layout: how they tile a sample.
+        ranks: their global ranks, by index in the group.
+        index: this rank's index in the group.
+        sent: bytes handed to each kind of collective since the counter was last cleared.
+    """
+
+    group: dist.ProcessGroup | None
+    layout: DomainLayout
+    ranks: tuple[int, ...]
+    index: int
+    sent: Counter = field(default_factory=Counter, compare=False)
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def slab(self, shape: tuple[int, ...]) -> Slab:
+        """This rank's slab of a sample whose grid is ``shape`` ``(T, X, Y, Z)``."""
+        return self.layout.slab(shape, self.index)
+
+    def neighbour(self, axis: str, step: int) -> int | None:
+        """Global rank of the group's rank ``step`` (±1) parts away along ``axis`` ("t" or "x"),
+        or ``None`` past the sample's end."""
+        it, ix = self.layout.coordinate(self.index)
+        parts = (it, ix)
+        a = SPLIT_AXES[axis]
+        moved = parts[a] + step
+        if not 0 <= moved < (self.layout.t, self.layout.x)[a]:
+            return None
+        return self.ranks[self.layout.index(*(moved if b == a else parts[b] for b in (0, 1)))]
+
+
+def _all_reduce(x: torch.Tensor, domain: DomainGroup, kind: str) -> torch.Tensor:
+    out = x.contiguous().clone()
+    domain.sent[kind] += out.numel() * out.element_size()
+    dist.all_reduce(out, group=domain.group)
+    return out
+
+
+class _SumPartials(torch.autograd.Function):
+    """All-reduce forward; all-reduce backward (its adjoint)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+        ctx.domain = domain
+        return _all_reduce(x, domain, "all_reduce")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _all_reduce(grad, ctx.domain, "all_reduce"), None
+
+
+class _SumReplicated(torch.autograd.Function):
+    """All-reduce forward; identity backward (the result feeds a replicated computation)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+        return _all_reduce(x, domain, "all_reduce")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+def sum_partials(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
+    """The sum of every domain rank's ``x``, consumed per rank (see the module docstring);
+    ``x`` itself without a domain group."""
+    return x if domain is None or domain.size == 1 else _SumPartials.apply(x, domain)
+
+
+def sum_replicated(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
+    """The sum of every domain rank's ``x``, consumed identically by all (see the module
+    docstring); ``x`` itself without a domain group."""
+    return x if domain is None or domain.size == 1 else _SumReplicated.apply(x, domain)
