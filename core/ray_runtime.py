@@ -1,6 +1,10 @@
-"""Starting Ray for pdeladder's commands, robust to a slow start on a busy machine."""
+"""Starting Ray for pdeladder's commands: one local start, bound to 127.0.0.1, robust to a slow
+start on a busy machine; or joining a cluster."""
 
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -28,3 +32,51 @@ def ray_init(**kwargs: Any) -> None:
                 raise
             logger.warning("Ray node start timed out (attempt %d of %d); starting it again",
                            attempt, START_ATTEMPTS)  # fmt: skip
+
+
+def start_local(num_cpus: int | None = None) -> None:
+    """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
+    TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
+    Ray's default has it (on). ``docs/deploy.md`` lists what listens where."""
+    from ray._private import ray_constants
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray replaces a node IP of 127.0.0.1 by the machine's outward address, and its servers then
+    # listen on all interfaces, unless the node may not form a cluster (as on macOS, where
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is read once, at import): so it is, for the start. The
+    # started processes get 127.0.0.1 as their node IP and listen on it.
+    cluster = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray_init(
+            address="local",  # a fresh runtime, even when `ray start` left one running here
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env=RUNTIME_ENV,
+            _node_ip_address="127.0.0.1",
+        )
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[None]:
+    """Use the Ray runtime already initialized in this process; or join the cluster at
+    ``address`` (default: ``RAY_ADDRESS``, which a Ray job's entrypoint has); or start a local
+    one (:func:`start_local`) with ``num_cpus``, shut down on exit."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
+    else:
+        start_local(num_cpus)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -12,11 +12,10 @@ with the reason. Solver failures (divergence, NaN) are recorded by the worker. R
 are not retried unless ``retry_failed`` is set.
 """
 
-import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +31,7 @@ from pdeladder.curriculum.weights import Weights, load_weights
 from pdeladder.curriculum.worker import Outcome, Solver, create_group, solver_actor
 from pdeladder.dataset.store import FAILED, OK, absolute_url, open_store
 from pdeladder.errors import UserInputError
-from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
+from pdeladder.ray_runtime import ray_session
 
 #: Samples in flight per actor: one solving, one queued behind it.
 IN_FLIGHT = 2
@@ -138,33 +137,6 @@ class MaterializeSummary:
         }
 
 
-@contextmanager
-def ray_session(address: str | None, workers: int) -> Iterator[None]:
-    """Use the Ray runtime already initialized, join the cluster at ``address``, or start a
-    local one on 127.0.0.1 (no dashboard, no usage statistics) for the duration."""
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if address:
-        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
-    else:
-        ray_init(
-            address="local",  # a fresh runtime, even when `ray start` left one running here
-            num_cpus=workers,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env=RUNTIME_ENV,
-            _node_ip_address="127.0.0.1",
-        )
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 def materialize(
     spec: "Curriculum | str | Path",
     stages: list[str] | None = None,
@@ -207,7 +179,7 @@ def materialize(
             for lock in locks:
                 lock.refresh()
 
-        with ray_session(address, workers):
+        with ray_session(address, num_cpus=workers):
             pool = ActorPool(url, workers)
             try:
                 for plan in plans:

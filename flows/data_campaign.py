@@ -21,7 +21,6 @@ from pdeladder.curriculum.generation import (
     MaterializeSummary,
     ProgressEvent,
     materialize,
-    ray_session,
 )
 from pdeladder.curriculum.plan import plan_stage
 from pdeladder.curriculum.spec import Curriculum
@@ -30,6 +29,7 @@ from pdeladder.dataset.store import FAILED, OK, open_store
 from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.flows.artifacts import LiveProgress, png_markdown
 from pdeladder.flows.common import CurriculumSource, transient
+from pdeladder.ray_runtime import ray_session
 
 
 class FailedSamples(StrEnum):
@@ -183,7 +183,7 @@ def data_campaign(campaign: Campaign) -> dict:
     logger.info("%s: %d samples in stages %s into %s", spec.name, planned, stages, store_url)
     progress = CampaignProgress(planned, f"{spec.name}: samples recorded in {store_url}")
     summaries = []
-    with progress.bar, ray_session(campaign.ray_address, campaign.workers):
+    with progress.bar, ray_session(campaign.ray_address, num_cpus=campaign.workers):
         for stage in stages:
             summaries.append(materialize_stage(spec, stage, campaign, progress))
             progress.stage_done(summaries[-1])

@@ -1,6 +1,6 @@
 """Shared fixtures: real services, started once per test session (per xdist worker).
 
-- ``ray_local``: a real local Ray runtime (2 CPUs, no dashboard), shut down at the end.
+- ``ray_local``: pdeladder's local Ray runtime (2 CPUs, on 127.0.0.1), shut down at the end.
 - ``prefect_server``: a real temporary Prefect server with SQLite (``prefect_test_harness``);
   ``PREFECT_API_URL`` points at it for this process and for Ray workers.
 """
@@ -19,16 +19,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def ray_local() -> Iterator[None]:
     import ray
 
-    from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
+    from pdeladder.ray_runtime import start_local
 
-    ray_init(
-        address="local",  # a fresh runtime, never one a `ray start` left running
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",
-        runtime_env=RUNTIME_ENV,
-    )
+    start_local(num_cpus=2)
     yield
     ray.shutdown()
 

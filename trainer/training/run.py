@@ -22,7 +22,7 @@ from typing import Any
 from pdeladder.dataset.format import group_path
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
-from pdeladder.ray_runtime import RUNTIME_ENV, ray_init
+from pdeladder.ray_runtime import ray_session
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -167,18 +167,6 @@ def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
     return save_model(model, out, metadata, state=weights)
 
 
-def _ray(address: str | None) -> None:
-    import ray
-
-    if not ray.is_initialized():
-        ray_init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env=RUNTIME_ENV,
-        )
-
-
 def train_curriculum(
     spec_or_path: Any,
     stages: list[str] | None = None,
@@ -228,70 +216,70 @@ def train_curriculum(
         if warm
         else build_layout(spec, store_url, chosen)
     )
-    _ray(address)
-    log = MetricsLog(run_dir)
-    results: dict[str, Path] = {}
-    final: dict[str, Any] = {}
-    for stage in chosen:
-        cfg = stage_config(
-            spec,
-            stage,
-            layout,
-            store_url,
-            warm,
-            checkpoint_every=checkpoint_every,
-            log_every=log_every,
-            activation_checkpointing=activation_checkpointing,
-            held_out=held_out,
-        )
-        queue = Queue(actor_options={"num_cpus": 0})
-        cfg["metrics_queue"] = queue
-        trainer = TorchTrainer(
-            train_loop_per_worker,
-            train_loop_config=cfg,
-            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
-            run_config=RunConfig(
-                name=f"{spec.name}-{stage.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=str(run_dir / "ray"),
-                failure_config=FailureConfig(max_failures=max_failures),
-                checkpoint_config=CheckpointConfig(num_to_keep=2),
-            ),
-        )
-        total = cfg["steps"] + (cfg["self_improvement"] or {}).get("steps", 0)
-        with log.stage(stage.name, total, progress) as sink:
-            stop = threading.Event()
-
-            def drain(queue=queue, sink=sink, stop=stop) -> None:
-                while not (stop.is_set() and queue.empty()):
-                    try:
-                        metrics = queue.get(timeout=0.2)
-                    except Exception:  # ray.util.queue.Empty on timeout
-                        continue
-                    sink(metrics)
-                    if on_metrics is not None:
-                        on_metrics(metrics)
-
-            # In the caller's context: callbacks that belong to it (a Prefect flow run's logger,
-            # artifacts and settings) work from this thread too.
-            context = contextvars.copy_context()
-            thread = threading.Thread(target=context.run, args=(drain,), daemon=True)
-            thread.start()
-            try:
-                result = trainer.fit()
-            except Exception as err:
-                raise PdeladderError(f"stage {stage.name!r}: training failed: {err}") from err
-            finally:
-                stop.set()
-                thread.join()
-        if result.checkpoint is None:
-            raise PdeladderError(f"stage {stage.name!r}: the run reported no checkpoint")
-        with result.checkpoint.as_directory() as folder:
-            warm = export_model(
-                folder,
-                run_dir / "stages" / stage.name / "model",
-                {"curriculum": spec.name, "store": store_url},
+    with ray_session(address):
+        log = MetricsLog(run_dir)
+        results: dict[str, Path] = {}
+        final: dict[str, Any] = {}
+        for stage in chosen:
+            cfg = stage_config(
+                spec,
+                stage,
+                layout,
+                store_url,
+                warm,
+                checkpoint_every=checkpoint_every,
+                log_every=log_every,
+                activation_checkpointing=activation_checkpointing,
+                held_out=held_out,
             )
-        results[stage.name] = warm
-        final = dict(result.metrics or {})
-        log.plot()
+            queue = Queue(actor_options={"num_cpus": 0})
+            cfg["metrics_queue"] = queue
+            trainer = TorchTrainer(
+                train_loop_per_worker,
+                train_loop_config=cfg,
+                scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
+                run_config=RunConfig(
+                    name=f"{spec.name}-{stage.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                    storage_path=str(run_dir / "ray"),
+                    failure_config=FailureConfig(max_failures=max_failures),
+                    checkpoint_config=CheckpointConfig(num_to_keep=2),
+                ),
+            )
+            total = cfg["steps"] + (cfg["self_improvement"] or {}).get("steps", 0)
+            with log.stage(stage.name, total, progress) as sink:
+                stop = threading.Event()
+
+                def drain(queue=queue, sink=sink, stop=stop) -> None:
+                    while not (stop.is_set() and queue.empty()):
+                        try:
+                            metrics = queue.get(timeout=0.2)
+                        except Exception:  # ray.util.queue.Empty on timeout
+                            continue
+                        sink(metrics)
+                        if on_metrics is not None:
+                            on_metrics(metrics)
+
+                # In the caller's context: callbacks that belong to it (a Prefect flow run's logger,
+                # artifacts and settings) work from this thread too.
+                context = contextvars.copy_context()
+                thread = threading.Thread(target=context.run, args=(drain,), daemon=True)
+                thread.start()
+                try:
+                    result = trainer.fit()
+                except Exception as err:
+                    raise PdeladderError(f"stage {stage.name!r}: training failed: {err}") from err
+                finally:
+                    stop.set()
+                    thread.join()
+            if result.checkpoint is None:
+                raise PdeladderError(f"stage {stage.name!r}: the run reported no checkpoint")
+            with result.checkpoint.as_directory() as folder:
+                warm = export_model(
+                    folder,
+                    run_dir / "stages" / stage.name / "model",
+                    {"curriculum": spec.name, "store": store_url},
+                )
+            results[stage.name] = warm
+            final = dict(result.metrics or {})
+            log.plot()
     return TrainResult(warm, final, results, run_dir)
