@@ -3,20 +3,41 @@
 Fields are ``(batch, channels, t, x, y, z)`` on the uniform grid of the unit box; singleton axes
 carry weight 1. A ``mask`` ``(batch, channels)`` selects the channels that count (present and
 predicted); the loss is the mean of the per-(sample, channel) relative errors over them.
+
+Split samples (DESIGN.md, "Domain parallelism"): given the ``slab`` of the global grid that the
+fields hold and the ``domain`` group, the weights are the global grid's on the slab, the sums of
+squares are all-reduced (:func:`sum_replicated`) before the ratio, and the H1 differences across
+the slab's ``x`` edge take a one-plane halo: every rank gets the unsharded value, and its
+backward the gradient of that value with respect to its own points.
 """
+
+import math
 
 import torch
 
+from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
+from pdeladder.trainer.distributed.halo import with_halo
+from pdeladder.trainer.distributed.slab import Slab
 
-def trapezoid_weights(shape: tuple[int, ...], device=None) -> torch.Tensor:
-    """Trapezoidal quadrature weights ``(T, X, Y, Z)`` of the unit box, normalised to sum 1."""
-    w = torch.ones(shape, device=device)
+
+def trapezoid_weights(
+    shape: tuple[int, ...], device=None, slab: Slab | None = None
+) -> torch.Tensor:
+    """Trapezoidal quadrature weights of the unit box on the grid ``shape`` ``(T, X, Y, Z)``,
+    normalised to sum 1 over the whole grid: ``shape``, or ``slab.local_shape`` for the box
+    ``slab`` of that grid."""
+    slab = slab or Slab.whole(shape)
+    if slab.shape != tuple(shape):
+        raise ValueError(f"slab of the grid {slab.shape} for weights on {tuple(shape)}")
+    w = torch.ones(slab.local_shape, device=device)
     for a, n in enumerate(shape):
         if n > 1:
             edge = torch.ones(n, device=device)
             edge[0] = edge[-1] = 0.5
-            w = w * edge.reshape([n if b == a else 1 for b in range(len(shape))])
-    return w / w.sum()
+            part = edge[slab.lo[a] : slab.hi[a]]
+            w = w * part.reshape([len(part) if b == a else 1 for b in range(len(shape))])
+    # the weights' sum is this product of integers, exact (as ``w.sum()`` is on a whole grid)
+    return w / w.new_tensor(math.prod(n - 1 if n > 1 else 1 for n in shape))
 
 
 def _weighted_sq(f: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -24,37 +45,69 @@ def _weighted_sq(f: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w * f.square()).sum(dim=(-4, -3, -2, -1))
 
 
-def _grads(f: torch.Tensor) -> list[torch.Tensor]:
-    """Forward differences (scaled by the grid spacing) along each non-singleton spatial axis."""
+def _grads(
+    f: torch.Tensor, slab: Slab, domain: DomainGroup | None
+) -> list[tuple[torch.Tensor, Slab]]:
+    """Forward differences (scaled by the grid spacing) along each non-singleton spatial axis
+    of the global grid, each with its box of the global grid of differences.
+
+    ``f`` ``(B, C, *slab.local_shape)``. Difference ``i`` along an axis is ``f[i + 1] - f[i]``;
+    a rank owns those with ``i`` in ``[lo, min(hi, n - 1))``, for which a split ``x`` needs one
+    plane of the next part (a halo), while the time axis is never differenced.
+    """
     out = []
-    for axis in (-3, -2, -1):
-        n = f.shape[axis]
+    for a in (1, 2, 3):
+        n = slab.shape[a]
         if n > 1:
-            out.append(torch.diff(f, dim=axis) * (n - 1))
+            g = with_halo(f, domain, "x", f.ndim - 3, 0, 1) if a == 1 else f
+            shape, hi = list(slab.shape), list(slab.hi)
+            shape[a], hi[a] = n - 1, min(hi[a], n - 1)
+            box = Slab(tuple(shape), slab.lo, tuple(hi))
+            out.append((torch.diff(g, dim=a - 4) * (n - 1), box))
     return out
 
 
 def relative_errors(
-    pred: torch.Tensor, target: torch.Tensor, h1: bool = False, eps: float = 1e-12
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    h1: bool = False,
+    eps: float = 1e-12,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Relative L2 (or H1) error per sample and channel: ``(B, C, T, X, Y, Z)`` → ``(B, C)``.
 
     ``‖p - u‖ / ‖u‖`` with the trapezoidal norm; H1 adds the spatial gradients to both norms.
+    ``slab``: the box of the global grid the fields hold, split over the ranks of ``domain``
+    (see the module docstring; default: the whole grid, on one rank).
     """
+    slab = slab or Slab.whole(pred.shape[-4:])
     err, ref = pred - target, target
-    num = _weighted_sq(err, trapezoid_weights(err.shape[-4:], err.device))
-    den = _weighted_sq(ref, trapezoid_weights(ref.shape[-4:], ref.device))
+    w = trapezoid_weights(slab.shape, err.device, slab)
+    num, den = _weighted_sq(err, w), _weighted_sq(ref, w)
     if h1:
-        for ge, gr in zip(_grads(err), _grads(ref), strict=True):
-            num = num + _weighted_sq(ge, trapezoid_weights(ge.shape[-4:], ge.device))
-            den = den + _weighted_sq(gr, trapezoid_weights(gr.shape[-4:], gr.device))
+        for (ge, box), (gr, _) in zip(
+            _grads(err, slab, domain), _grads(ref, slab, domain), strict=True
+        ):
+            wg = trapezoid_weights(box.shape, ge.device, box)
+            num = num + _weighted_sq(ge, wg)
+            den = den + _weighted_sq(gr, wg)
+    num, den = sum_replicated(torch.stack([num, den]), domain)
     return torch.sqrt(num / (den + eps))
 
 
 def relative_loss(
-    pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, h1: bool = False
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    mask: torch.Tensor,
+    h1: bool = False,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
-    """Mean relative L2/H1 error over the ``mask``-ed ``(B, C)`` entries; a scalar."""
-    per = relative_errors(pred, target, h1=h1)
+    """Mean relative L2/H1 error over the ``mask``-ed ``(B, C)`` entries; a scalar (the same on
+    every rank of ``domain``, for fields on ``slab``: see :func:`relative_errors`)."""
+    per = relative_errors(pred, target, h1=h1, slab=slab, domain=domain)
     m = mask.to(per.dtype)
     return (per * m).sum() / m.sum().clamp_min(1.0)

@@ -5,49 +5,130 @@ constant in time (zero output for steady problems, where the coefficients alone 
 residual): ``L = ‖R(u_pred)‖² / ‖R(u_trivial)‖²`` per sample, mean squares over the residual's
 points. It is 1 for a model that learned nothing about the dynamics and 0 for an exact solution;
 solver data sit at the level of the discretisation error.
+
+Split samples (DESIGN.md, "Domain parallelism"): each rank of the ``domain`` group holds the
+``slab`` of the global grid. It extends its fields by halos as wide as the residual's stencils
+reach (along time and ``x``, :func:`~pdeladder.trainer.distributed.halo.extended`), evaluates
+the family's unchanged residual there, which gives exactly the residual points it owns, and the
+sums of squares are all-reduced (:func:`sum_replicated`) before the division by the global
+number of points: every rank gets the unsharded value, and its backward the gradient with
+respect to its own points.
 """
 
+import math
 from typing import Any
 
 import torch
 
+from pdeladder.errors import UserInputError
+from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
+from pdeladder.trainer.distributed.halo import extended
+from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.training.layout import SlotLayout
+
+#: Tensor dimension of each split axis in the residual's ``(b, T, C, X, Y, Z)`` layout.
+FIELD_DIMS = {"t": 1, "x": 3}
+
+
+def residual_shape(fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid) -> torch.Size:
+    """Shape ``(1, T', R, X', Y', Z')`` of ``fam``'s residual on fields of ``shape``
+    ``(1, T, C_f, X, Y, Z)``, found on the meta device (nothing is computed or allocated)."""
+    probe = torch.empty(shape, device="meta")
+    return fam.residual(probe, params[:1].to("meta"), grid).shape
+
+
+def _halos(
+    fam: Family, fields: torch.Tensor, params: torch.Tensor, grid, slab: Slab, domain
+) -> tuple[dict[str, tuple[int, int, int]], int]:
+    """The halos the residual's stencils need on ``slab`` (``{axis: (dim, before, after)}``)
+    and the number of residual points per sample on the global grid.
+
+    The residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points at each
+    end of an axis that its stencils reach ``r`` points along, which its shape on the global
+    grid tells.
+    """
+    glob = (1, slab.shape[0], fields.shape[2], *slab.shape[1:])
+    out = residual_shape(fam, glob, params, grid)
+    halos = {}
+    for axis, dim in FIELD_DIMS.items():
+        reach, a = (glob[dim] - out[dim]) // 2, 0 if axis == "t" else 1
+        parts = (domain.layout.t, domain.layout.x)[a] if domain is not None else 1
+        if parts > 1 and reach:
+            if slab.shape[a] // parts < reach:
+                raise UserInputError(
+                    f"{fam.name}: its residual reaches {reach} points along {axis}, more than "
+                    f"the smallest of {parts} parts of {slab.shape[a]} points holds"
+                )
+            halos[axis] = (dim, reach, reach)
+    return halos, math.prod(out[1:])
 
 
 def relative_residual(
-    family_name: str, fields: torch.Tensor, reference: torch.Tensor, params: torch.Tensor, grid
+    family_name: str,
+    fields: torch.Tensor,
+    reference: torch.Tensor,
+    params: torch.Tensor,
+    grid,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
-    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample.
+    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of ``domain``).
 
     Args:
         fields, reference: ``(b, T, C_f, X, Y, Z)`` physical fields of one family (all its
-            channels, inputs included).
+            channels, inputs included), on the box ``slab`` of the global grid (default: the
+            whole grid, on one rank).
         params: ``(b, P_f)`` physical parameters.
 
     Returns:
         ``(b,)``.
     """
     fam = get_family(family_name)
-    res = fam.residual(fields, params, grid)  # (b, T', R, X', Y', Z')
-    ref = fam.residual(reference, params, grid)
+    slab = slab or Slab.whole((fields.shape[1], *fields.shape[3:]))
+    halos, count = _halos(fam, fields, params, grid, slab, domain)
+    res = fam.residual(extended(fields, domain, halos), params, grid)  # (b, T', R, X', Y', Z')
+    ref = fam.residual(extended(reference, domain, halos), params, grid)
     dims = tuple(range(1, res.ndim))
-    return res.square().mean(dims) / ref.square().mean(dims).clamp_min(1e-20)
+    sums = sum_replicated(torch.stack([res.square().sum(dims), ref.square().sum(dims)]), domain)
+    return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
+
+
+def initial_state(batch: dict[str, Any], slab: Slab | None = None) -> torch.Tensor:
+    """Snapshot 0 of the batch's physical fields, ``(B, 1, C, X, Y, Z)`` (on the slab's space).
+
+    A batch on a time slab that does not start at snapshot 0 must carry it as
+    ``batch["initial"]`` (the model's input needs it there too); otherwise it is
+    ``batch["fields"][:, :1]``.
+    """
+    if slab is not None and slab.lo[0] > 0:
+        if "initial" not in batch:
+            raise ValueError(
+                f"a batch on time slab [{slab.lo[0]}, {slab.hi[0]}) needs batch['initial']"
+            )
+        return batch["initial"]
+    return batch["fields"][:, :1]
 
 
 def family_views(
-    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout
+    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout, slab: Slab | None = None
 ) -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Split a mixed batch by family into the layout ``residual`` takes.
 
     Args:
-        pred: physical prediction ``(B, C_slots, T, X, Y, Z)``.
+        pred: physical prediction ``(B, C_slots, T, X, Y, Z)``, on the box ``slab`` of the
+            global grid (default: the whole grid); on a later time slab the batch must carry
+            the initial state (:func:`initial_state`).
 
     Returns:
         ``[(family, rows (b,), fields (b, T, C_f, X, Y, Z), trivial (same), params (b, P_f))]``,
         with the input-role channels taken from the batch, not the prediction.
     """
     grid = batch["grid"]
+    slab = slab or Slab.whole(pred.shape[2:])
+    initial = initial_state(batch, slab)
     out = []
     for fid in torch.unique(batch["family"]).tolist():
         name = layout.families[fid]
@@ -57,8 +138,8 @@ def family_views(
         given = batch["fields"][rows][:, :, slots]  # (b, T, C_f, X, Y, Z)
         predicted = batch["predicted"][rows][:, slots][:, None, :, None, None, None]
         fields = torch.where(predicted, pred[rows][:, slots].movedim(1, 2), given)
-        steady = given.shape[1] == 1
-        held = torch.zeros_like(given) if steady else given[:, :1].expand_as(given)
+        steady = slab.shape[0] == 1
+        held = torch.zeros_like(given) if steady else initial[rows][:, :, slots].expand_as(given)
         trivial = torch.where(predicted, held, given)
         params = batch["params"][rows][:, : len(fam.Params.names())]
         out.append((name, rows, fields, trivial, params))
@@ -66,17 +147,26 @@ def family_views(
 
 
 def equation_loss(
-    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout
+    pred: torch.Tensor,
+    batch: dict[str, Any],
+    layout: SlotLayout,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Mean relative residual of the physical prediction ``(B, C, T, X, Y, Z)`` over the batch.
+    """Mean relative residual of the physical prediction ``(B, C, T, X, Y, Z)`` over the batch,
+    for a prediction on the box ``slab`` of the global grid split over ``domain`` (see the
+    module docstring and :func:`family_views`).
 
     Returns:
-        (scalar loss, ``{family: mean relative residual}`` for logging).
+        (scalar loss, ``{family: mean relative residual}`` for logging), the same on every rank.
     """
     total = pred.new_zeros(())
     per_family = {}
-    for name, _, fields, trivial, params in family_views(pred, batch, layout):
-        r = relative_residual(name, fields, trivial, params, batch["grid"])
+    for name, _, fields, trivial, params in family_views(pred, batch, layout, slab):
+        r = relative_residual(
+            name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
+        )
         total = total + r.sum()
         per_family[name] = float(r.mean().detach())
     return total / pred.shape[0], per_family

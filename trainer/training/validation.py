@@ -1,10 +1,17 @@
 """Held-out scores of a model: nRMSE (relative L2 in physical units over the predicted channels)
-and the relative PDE residual, per sample."""
+and the relative PDE residual, per sample.
+
+On a sample split over the ranks of a ``domain`` group, each rank passes its ``slab`` of the
+global grid and gets the unsharded scores (the losses' reductions are all-reduced over the
+group): every rank of the group returns the same values.
+"""
 
 from typing import Any
 
 import torch
 
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses.data import relative_errors
 from pdeladder.trainer.losses.equation import family_views, relative_residual
 from pdeladder.trainer.training.layout import SlotLayout
@@ -13,24 +20,36 @@ from pdeladder.trainer.training.processor import DataProcessor
 
 @torch.no_grad()
 def predict(
-    model: torch.nn.Module, processor: DataProcessor, batch: dict[str, Any]
+    model: torch.nn.Module,
+    processor: DataProcessor,
+    batch: dict[str, Any],
+    slab: Slab | None = None,
 ) -> torch.Tensor:
-    """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device."""
+    """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device (on the
+    box ``slab`` of the global grid, default the whole grid)."""
     x, family = processor.inputs(batch)
-    return processor.physical(model(x, family).float(), family)
+    return processor.physical(model(x, family, slab=slab).float(), family)
 
 
 def sample_scores(
-    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout
+    pred: torch.Tensor,
+    batch: dict[str, Any],
+    layout: SlotLayout,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sample nRMSE (mean over predicted channels) and relative residual, ``(B,)`` each."""
+    """Per-sample nRMSE (mean over predicted channels) and relative residual, ``(B,)`` each,
+    of the prediction ``(B, C, T, X, Y, Z)`` on ``slab`` (see the module docstring)."""
     truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
-    rel = relative_errors(pred, truth)  # (B, C)
+    rel = relative_errors(pred, truth, slab=slab, domain=domain)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
     nrmse = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
     residual = torch.zeros_like(nrmse)
-    for name, rows, fields, trivial, params in family_views(pred, batch, layout):
-        residual[rows] = relative_residual(name, fields, trivial, params, batch["grid"])
+    for name, rows, fields, trivial, params in family_views(pred, batch, layout, slab):
+        residual[rows] = relative_residual(
+            name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
+        )
     return nrmse, residual
 
 
@@ -38,14 +57,24 @@ def held_out_sums(
     model: torch.nn.Module,
     processor: DataProcessor,
     batches: list[tuple[dict[str, Any], float]],
+    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
-    """``[Σ nRMSE, Σ residual, count]`` over weighted held-out batches (float64, for all-reduce)."""
+    """``[Σ nRMSE, Σ residual, count]`` over weighted held-out batches (float64, for all-reduce).
+
+    With a ``domain`` group, each batch holds this rank's slab of its samples
+    (``domain.slab`` of the batch grid's ``(T, X, Y, Z)``), and every rank of the group returns
+    the group's sums: an all-reduce over all ranks counts each group ``domain.size`` times, in
+    the sums and the count alike.
+    """
     out = torch.zeros(3, dtype=torch.float64)
     was_training = model.training
     model.eval()
     for batch, weight in batches:
         batch = processor.to_device(batch)
-        nrmse, residual = sample_scores(predict(model, processor, batch), batch, processor.layout)
+        grid = batch["grid"]
+        slab = domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
+        pred = predict(model, processor, batch, slab)
+        nrmse, residual = sample_scores(pred, batch, processor.layout, slab=slab, domain=domain)
         out += weight * torch.stack(
             [
                 nrmse.sum().cpu().double(),
