@@ -169,14 +169,14 @@ def test_activation_checkpointing_gives_the_same_gradients():
 SHARDED_RANK = """
 import sys, torch, torch.distributed as dist
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.loop import shard
+from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 rank, init, out, config = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
 torch.manual_seed(0)  # as reference_case()
 model = LadderOperator(OperatorConfig.from_json(__import__("json").loads(config)))
 x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
 model.checkpointing = True
-model = shard(model, torch.device("cpu"))
+model = parallelize(model, ParallelDims(dp=2), None, torch.device("cpu"))
 model(x, family).square().mean().backward()
 grads = torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
 if rank == 0:

@@ -26,9 +26,9 @@ from torch.distributed.checkpoint.state_dict import (
     get_state_dict,
     set_state_dict,
 )
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from pdeladder.solvers.grid import Grid
+from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
@@ -54,19 +54,6 @@ def build_model(cfg: dict[str, Any]) -> LadderOperator:
         for block in model.blocks:
             block.spectral.grow_modes(config.modes)
         model.config = config
-    return model
-
-
-def shard(model: LadderOperator, device: torch.device) -> LadderOperator:
-    """FSDP2: shard each Fourier block, then the root; bf16 compute with fp32 reduction on GPU."""
-    kwargs = {}
-    if device.type == "cuda":
-        kwargs["mp_policy"] = MixedPrecisionPolicy(
-            param_dtype=torch.bfloat16, reduce_dtype=torch.float32
-        )
-    for block in model.blocks:
-        fully_shard(block, **kwargs)
-    fully_shard(model, **kwargs)
     return model
 
 
@@ -154,7 +141,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     layout = SlotLayout.from_json(cfg["layout"])
     model = build_model(cfg).to(device)
     model.checkpointing = cfg["activation_checkpointing"]
-    model = shard(model, device)
+    model = parallelize(model, ParallelDims(dp=world), None, device)
     local = sum(p.to_local().numel() for p in model.parameters())
     sharded_fraction = local / sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"]["initial"], weight_decay=1e-4)

@@ -1,0 +1,181 @@
+"""One rank of the domain-parallel exactness check (run by test_domain_parallel.py).
+
+``python domain_parallel_rank.py RANK WORLD INIT_URL OUT_JSON``: joins a gloo group of WORLD
+processes and, for every case of its world size, compares the sharded model (each rank its slab
+of the same samples) with the unsharded one computed in the same process on the whole samples:
+outputs, input gradients, parameter gradients, one FSDP2 + AdamW step, and the bytes handed to
+collectives. Rank 0 writes ``{case: {quantity: relative error or count}}`` as JSON.
+"""
+
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from pdeladder.trainer.distributed.collectives import sum_replicated
+from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
+from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.layers.fft import ModeSelection
+from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+
+#: (name, grid (T, X, Y, Z), modes, ranks along (t, x), batch, padding, checkpointing)
+CASES = {
+    2: [
+        ("1d x uneven", (5, 17, 1, 1), (2, 4, 1, 1), (1, 2), 2, 0.25, False),
+        ("1d t", (5, 16, 1, 1), (2, 4, 1, 1), (2, 1), 1, 0.25, True),
+        ("2d x", (6, 9, 7, 1), (2, 3, 3, 1), (1, 2), 2, 0.25, False),
+        ("2d x no padding", (6, 9, 7, 1), (2, 3, 3, 1), (1, 2), 2, 0.0, True),
+        ("3d t", (4, 8, 6, 5), (2, 3, 2, 2), (2, 1), 2, 0.25, False),
+        ("2d steady x", (1, 12, 9, 1), (1, 4, 3, 1), (1, 2), 3, 0.25, False),
+    ],
+    4: [
+        ("1d x 17 over 4", (9, 17, 1, 1), (3, 4, 1, 1), (1, 4), 2, 0.25, False),
+        ("2d t×x", (6, 9, 7, 1), (2, 3, 3, 1), (2, 2), 2, 0.25, True),
+        ("3d x", (3, 9, 5, 4), (2, 3, 2, 2), (1, 4), 1, 0.25, False),
+        ("1d t 9 over 4", (9, 8, 1, 1), (3, 3, 1, 1), (4, 1), 2, 0.25, False),
+    ],
+}
+#: (name, grid, modes, ranks along (t, x)): an FSDP2 + AdamW step on a (dp, domain) mesh.
+STEPS = {
+    2: [("step dp1×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2))],
+    4: [
+        ("step dp2×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2)),
+        ("step dp1×t2x2", (5, 13, 6, 1), (2, 3, 2, 1), (2, 2)),
+    ],
+}
+IN, OUT, FAMILIES = 3, 2, 2
+
+
+def config(modes, padding) -> OperatorConfig:
+    return OperatorConfig(
+        IN, OUT, width=6, layers=2, modes=modes, families=FAMILIES, padding=padding
+    )
+
+
+def case_data(grid, batch, seed):
+    """The whole samples, the family ids and the loss weights, identical on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, IN, *grid, generator=g)
+    weight = torch.rand(batch, OUT, *grid, generator=g)
+    return x, torch.arange(batch) % FAMILIES, weight
+
+
+def local(t: torch.Tensor, slab) -> torch.Tensor:
+    return t[(..., *(slice(lo, hi) for lo, hi in zip(slab.lo, slab.hi, strict=True)))]
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def loss_of(pred, weight, domain=None):
+    """``Σ w · pred²`` over the global grid: the slabs' sums, all-reduced."""
+    return sum_replicated((weight * pred.square()).sum(), domain)
+
+
+def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
+    dims = ParallelDims.of(dist.get_world_size(), DomainLayout(*ranks))
+    domain = meshes(dims)
+    torch.manual_seed(1)
+    plain = LadderOperator(config(modes, padding))
+    torch.manual_seed(1)
+    sharded = LadderOperator(config(modes, padding))
+    sharded.checkpointing = checkpointing
+    for block in sharded.blocks:  # the transform only: parameters stay whole here
+        block.spectral.transform = SlabFFT(domain)
+    x, family, weight = case_data(grid, batch, seed=2)
+    slab = domain.slab(grid)
+
+    x_plain = x.clone().requires_grad_()
+    out_plain = plain(x_plain, family)
+    loss_of(out_plain, weight).backward()
+
+    x_slab = local(x, slab).clone().requires_grad_()
+    domain.sent.clear()
+    with torch.no_grad():
+        sharded(x_slab, family, slab)
+    forward_bytes = domain.sent["all_reduce"]
+    out_slab = sharded(x_slab, family, slab)
+    loss = loss_of(out_slab, local(weight, slab), domain)
+    loss.backward()
+    shares = torch.cat([p.grad.flatten() for p in sharded.parameters()])
+    dist.all_reduce(shares, group=domain.group)
+    kept = ModeSelection.of(
+        slab.padded(tuple(int(-(-padding * n // 1)) if n > 1 else 0 for n in grid)).shape, modes
+    ).block_shape
+    return {
+        "output": rel(out_slab, local(out_plain, slab)),
+        "input_grad": rel(x_slab.grad, local(x_plain.grad, slab)),
+        "param_grad": rel(shares, torch.cat([p.grad.flatten() for p in plain.parameters()])),
+        "loss": rel(loss.detach(), loss_of(out_plain, weight).detach()),
+        "forward_bytes": forward_bytes,
+        "expected_forward_bytes": 2 * 8 * batch * 6 * int(torch.tensor(kept).prod()),
+    }
+
+
+def check_step(name, grid, modes, ranks, meshes):
+    world = dist.get_world_size()
+    dims = ParallelDims.of(world, DomainLayout(*ranks))
+    domain = meshes(dims)
+    x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
+    torch.manual_seed(4)
+    plain = LadderOperator(config(modes, 0.25))
+    torch.manual_seed(4)
+    model = parallelize(LadderOperator(config(modes, 0.25)), dims, domain, torch.device("cpu"))
+    # The unsharded data-parallel step: the mean over dp groups of each group's loss.
+    losses = [
+        loss_of(plain(x[2 * g : 2 * g + 2], family[2 * g : 2 * g + 2]), weight[2 * g : 2 * g + 2])
+        for g in range(dims.dp)
+    ]
+    torch.stack(losses).mean().backward()
+    grads_plain = torch.cat([p.grad.flatten() for p in plain.parameters()])
+    torch.nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
+    opt = torch.optim.AdamW(
+        plain.parameters(), lr=1e-3, weight_decay=1e-4
+    )  # the curriculum default
+    opt.step()
+
+    g = dims.dp_rank(dist.get_rank())
+    slab = domain.slab(grid)
+    rows = slice(2 * g, 2 * g + 2)
+    pred = model(local(x[rows], slab), family[rows], slab)
+    loss_of(pred, local(weight[rows], slab), domain).backward()
+    grads = torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, weight_decay=1e-4
+    )  # the curriculum default
+    opt.step()
+    after = torch.cat([p.full_tensor().flatten() for p in model.parameters()])
+    return {
+        "param_grad": rel(grads, grads_plain),
+        "params_after_step": rel(
+            after, torch.cat([p.detach().flatten() for p in plain.parameters()])
+        ),
+    }
+
+
+def main() -> None:
+    rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    built = {}
+
+    def meshes(dims):  # one mesh per layout: building one creates process groups
+        if dims not in built:
+            built[dims] = dims.build("cpu")[1]
+        return built[dims]
+
+    results = {c[0]: check_case(*c, meshes) for c in CASES[world]}
+    results |= {c[0]: check_step(*c, meshes) for c in STEPS[world]}
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The parallel dimensions of a training run and the one function that applies them to a model.
+
+Ranks form a 2-D mesh ``(dp, domain)`` (DESIGN.md): each of the ``dp`` groups trains on samples
+of its own, the ``domain.size`` ranks of a group hold slabs of the same sample. FSDP2 shards the
+parameters over all ranks. Under the gradient convention of
+:mod:`~pdeladder.trainer.distributed.collectives` the domain ranks' gradients are shares that sum
+to a sample's gradient, so FSDP's reduction divides by ``dp`` (the mean over samples), not by the
+world size.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.models.operator import LadderOperator
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    """``dp`` data-parallel groups of ``domain.size`` domain ranks each."""
+
+    dp: int = 1
+    domain: DomainLayout = field(default_factory=DomainLayout)
+
+    @classmethod
+    def of(cls, world_size: int, domain: DomainLayout) -> "ParallelDims":
+        """The dims for ``world_size`` ranks in domain groups of ``domain``, or a one-line error
+        naming the numbers when the groups do not divide the ranks."""
+        if world_size % domain.size:
+            raise UserInputError(
+                f"{world_size} workers do not split into domain groups of {domain.size} ranks "
+                f"(t={domain.t} × x={domain.x})"
+            )
+        return cls(world_size // domain.size, domain)
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.domain.size
+
+    def build(self, device_type: str) -> tuple[DeviceMesh, DomainGroup]:
+        """The ``(dp, domain)`` device mesh over the initialised default group, and this rank's
+        domain group."""
+        if dist.get_world_size() != self.world_size:
+            raise UserInputError(
+                f"parallel dims dp={self.dp} × domain={self.domain.size} need {self.world_size} "
+                f"ranks, the process group has {dist.get_world_size()}"
+            )
+        mesh = init_device_mesh(
+            device_type, (self.dp, self.domain.size), mesh_dim_names=("dp", "domain")
+        )
+        group = mesh["domain"].get_group()
+        domain = DomainGroup(
+            group=group,
+            layout=self.domain,
+            ranks=tuple(dist.get_process_group_ranks(group)),
+            index=mesh["domain"].get_local_rank(),
+        )
+        return mesh, domain
+
+    def dp_rank(self, rank: int) -> int:
+        """The data-parallel group of global ``rank`` (row-major mesh: ranks of a domain group
+        are consecutive)."""
+        return rank // self.domain.size
+
+
+def parallelize(
+    model: LadderOperator, dims: ParallelDims, domain: DomainGroup | None, device: torch.device
+) -> LadderOperator:
+    """Apply the parallel dims to ``model`` in place, in a fixed order: the sharded transform
+    behind each spectral layer's seam (when the domain group has more than one rank), then FSDP2
+    on every Fourier block and on the root over all ranks (bf16 parameters with fp32 reductions
+    on GPU). Activation checkpointing is the model's own switch (``model.checkpointing``)."""
+    if domain is not None and domain.size > 1:
+        for block in model.blocks:
+            block.spectral.transform = SlabFFT(domain)
+    kwargs = {}
+    if device.type == "cuda":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.float32
+        )
+    for block in model.blocks:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+    if dims.domain.size > 1:
+        for module in (*model.blocks, model):
+            module.set_gradient_divide_factor(float(dims.dp))
+            module.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM: sum, divide
+    return model
