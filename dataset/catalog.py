@@ -93,7 +93,7 @@ class Catalog:
         for g in opened:
             params[g.path] = g.params()
             ok = np.flatnonzero(status[g.path] == OK)
-            sums = g.checksums()
+            sums = g.checksums(status[g.path])
             bucket = (g.grid.dim, g.grid.resolution, g.grid.snapshots)
             refs += [SampleRef(g.path, int(i), int(sums[i]), bucket) for i in ok]
             mean, std = stats[g.family]

@@ -14,6 +14,8 @@ all keys of a call at once.
 """
 
 import asyncio
+import itertools
+import math
 import os
 import uuid
 from collections.abc import Sequence
@@ -48,12 +50,18 @@ def _compressor(name: str) -> Any:
     return numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"], shuffle=shuffle)
 
 
+Region = tuple[range, ...]  # block indices of a sample's chunks, one range per axis
+
+
 @dataclass(frozen=True)
 class SampleChunks:
     """How one sample of a per-sample array is stored: its chunks' keys and bytes.
 
-    ``shape`` and ``chunks`` exclude the sample axis; only the first remaining axis (``t`` of
-    ``fields``) may span several chunks, the last of which zarr stores padded with ``fill``.
+    ``shape`` and ``chunks`` exclude the sample axis. A sample's chunks form the block grid
+    :attr:`grid` (``fields``: time blocks by x blocks; one block for most records); zarr stores
+    the chunks at the grid's far edges padded with ``fill``. A *region* is a box of that grid
+    (one ``range`` of block indices per axis) whose values are the sample's elements
+    ``[start * chunk, min(stop * chunk, n))`` on each axis: what a slab reads or writes.
     """
 
     prefix: str  # "<group path>/<array name>", relative to the store root
@@ -78,30 +86,70 @@ class SampleChunks:
         )
 
     @property
-    def blocks(self) -> int:
-        """Chunks per sample (along the first axis after ``sample``)."""
-        return -(-self.shape[0] // self.chunks[0]) if self.shape else 1
+    def grid(self) -> tuple[int, ...]:
+        """Chunks per sample along each axis."""
+        return tuple(-(-n // c) for n, c in zip(self.shape, self.chunks, strict=True))
 
-    def keys(self, index: int) -> list[str]:
-        """The store keys of sample ``index``'s chunks, in order."""
+    @property
+    def blocks(self) -> int:
+        """Chunks per sample."""
+        return math.prod(self.grid)
+
+    @property
+    def whole(self) -> Region:
+        """The region of every chunk of a sample."""
+        return tuple(range(g) for g in self.grid)
+
+    def along(self, axis: int, blocks: range) -> Region:
+        """The region of ``blocks`` on ``axis`` and every block of the other axes."""
+        return tuple(blocks if a == axis else range(g) for a, g in enumerate(self.grid))
+
+    def extent(self, region: Region | None = None) -> tuple[slice, ...]:
+        """The sample's elements that ``region`` (default: every chunk) holds, per axis."""
+        region = self.whole if region is None else region
+        return tuple(
+            slice(r.start * c, min(r.stop * c, n))
+            for r, c, n in zip(region, self.chunks, self.shape, strict=True)
+        )
+
+    def block_slices(self, region: Region | None = None) -> list[tuple[slice, ...]]:
+        """Each chunk of ``region`` (C order of the block grid) as slices of the region's
+        values (an array of its :meth:`extent`), without the edge chunks' padding."""
+        region = self.whole if region is None else region
+        start = [r.start for r in region]
+        return [
+            tuple(
+                slice((b - s) * c, min((b + 1) * c, n) - s * c)
+                for b, s, c, n in zip(block, start, self.chunks, self.shape, strict=True)
+            )
+            for block in itertools.product(*region)
+        ]
+
+    def keys(self, index: int, region: Region | None = None) -> list[str]:
+        """The store keys of sample ``index``'s chunks (of ``region``), in C order."""
         sep = self.separator
         if not self.shape:
             return [f"{self.prefix}/c{sep}{index}"]
-        rest = f"{sep}0" * (len(self.shape) - 1)
-        return [f"{self.prefix}/c{sep}{index}{sep}{j}{rest}" for j in range(self.blocks)]
+        region = self.whole if region is None else region
+        return [
+            f"{self.prefix}/c{sep}{index}{sep}{sep.join(map(str, block))}"
+            for block in itertools.product(*region)
+        ]
 
-    def encode(self, value: Any) -> list[Any]:
-        """The chunks of one sample's ``value`` (shape ``shape``) as stored, each a buffer (an
-        uncompressed chunk is a view of ``value``, not a copy)."""
+    def encode(self, value: Any, region: Region | None = None) -> list[Any]:
+        """The chunks of ``value`` (one sample's values of ``region``, default the whole
+        sample, shaped as its :meth:`extent`) as stored, each a buffer, in :meth:`keys`
+        order (a whole uncompressed C-contiguous chunk is a view of ``value``, not a copy)."""
         if self.dtype is None:
             return [bytes(_STRINGS.encode(np.array([value], dtype=object)))]
-        value = np.ascontiguousarray(value, dtype=self.dtype).reshape(self.shape)
+        size = tuple(s.stop - s.start for s in self.extent(region))
+        value = np.asarray(value, dtype=self.dtype).reshape(size)
         out = []
-        for j in range(self.blocks):
-            block = value[j * self.chunks[0] : (j + 1) * self.chunks[0]] if self.shape else value
-            if block.shape != self.chunks:  # the last time block: zarr stores whole chunks
+        for part in self.block_slices(region):
+            block = np.asarray(value[part], order="C")
+            if block.shape != self.chunks:  # an edge chunk: zarr stores whole chunks
                 padded = np.full(self.chunks, self.fill, dtype=self.dtype)
-                padded[: block.shape[0]] = block
+                padded[tuple(slice(0, n) for n in block.shape)] = block
                 block = padded
             out.append(
                 block.reshape(-1).view(np.uint8)
@@ -110,24 +158,30 @@ class SampleChunks:
             )
         return out
 
-    def decode(self, chunks: Sequence[Any], out: np.ndarray | None = None) -> Any:
-        """One sample's value from its chunks' bytes (any buffer), into ``out`` (a writable
-        C-contiguous array of ``shape``) when given. Without ``out`` a single uncompressed chunk
-        decodes to a view of its bytes, without a copy. Raises ValueError for bytes
-        that are not such a chunk."""
+    def decode(
+        self, chunks: Sequence[Any], out: np.ndarray | None = None, region: Region | None = None
+    ) -> Any:
+        """One sample's values of ``region`` (default all) from its chunks' bytes (any buffer,
+        in :meth:`keys` order; None for a chunk never written, which reads as ``fill``), into
+        ``out`` (a writable array of the region's :meth:`extent`) when given. Without ``out``
+        a single uncompressed chunk decodes to a view of its bytes, without a copy. Raises
+        ValueError for bytes that are not such a chunk."""
         if self.dtype is None:
             (value,) = _STRINGS.decode(chunks[0])
             return str(value)
-        if len(chunks) == 1 and self.chunks == self.shape:
+        if len(chunks) == 1 and self.chunks == self.shape and chunks[0] is not None:
             return self._decode_chunk(chunks[0], out)
-        out = np.empty(self.shape, dtype=self.dtype) if out is None else out
-        step = self.chunks[0]
-        for j, data in enumerate(chunks):
-            part = out[j * step : (j + 1) * step]
-            if part.shape == self.chunks:
-                self._decode_chunk(data, part)
+        size = tuple(s.stop - s.start for s in self.extent(region))
+        out = np.empty(size, dtype=self.dtype) if out is None else out
+        for part, data in zip(self.block_slices(region), chunks, strict=True):
+            target = out[part]
+            if data is None:
+                target[...] = self.fill
+            elif target.shape == self.chunks and target.flags.c_contiguous:
+                self._decode_chunk(data, target)
             else:
-                part[...] = self._decode_chunk(data, None)[: part.shape[0]]
+                chunk = self._decode_chunk(data, None)
+                target[...] = chunk[tuple(slice(0, n) for n in target.shape)]
         return out
 
     def _decode_chunk(self, data: Any, out: np.ndarray | None) -> np.ndarray:
@@ -258,6 +312,22 @@ def put(store: Any, items: dict[str, Any], *, atomic: bool = True) -> None:
             write_file(store.root / key, value, atomic=atomic)
     else:
         sync(gather(*(store.set(k, Buffer.from_bytes(memoryview(v))) for k, v in items.items())))
+
+
+def exists(store: Any, keys: Sequence[str]) -> list[bool]:
+    """Whether each key is stored (a local store's files looked up in the calling thread)."""
+    if is_local(store):
+        return [os.path.exists(f"{store.root}/{key}") for key in keys]
+    return sync(gather(*(store.exists(k) for k in keys)))
+
+
+def delete(store: Any, keys: Sequence[str]) -> None:
+    """Remove each key that is stored; absent keys are no error."""
+    if is_local(store):
+        for key in keys:
+            Path(f"{store.root}/{key}").unlink(missing_ok=True)
+    else:
+        sync(gather(*(store.delete(k) for k in keys)))
 
 
 async def gather(*aws: Any) -> list[Any]:

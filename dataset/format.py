@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 4, as data.
+"""The pdeladder store format, version 5, as data.
 
 The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
 the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
@@ -6,6 +6,8 @@ same tree, annotated. Everything here is derived from a group's attributes, so a
 neither DOLFINx nor the family's code.
 """
 
+import itertools
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,19 +17,20 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from pdeladder.errors import FormatError
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 4
-#: Versions this code reads (and writes samples into). Version 3 differs only in its chunk keys
-#: (``/`` as separator, see :func:`key_separator`); version 2 checksummed with CRC-32 (zlib),
-#: version 1 also kept one array per solver statistic (``stats_<name>``).
+FORMAT_VERSION = 5
+#: Versions this code reads (and writes samples into). Version 4 kept one checksum and one set
+#: of moments per sample and never split ``x`` (see :func:`blocked`); version 3 also differs in
+#: its chunk keys (``/`` as separator, see :func:`key_separator`); version 2 checksummed with
+#: CRC-32 (zlib), version 1 also kept one array per solver statistic (``stats_<name>``).
 OLDEST_READABLE_VERSION = 3
 
 #: ``status`` values. A sample is present only if its status is OK.
 MISSING, OK, FAILED = 0, 1, 2
 STATUS_NAMES = ("missing", "ok", "failed")
 
-#: Upper bound on the bytes of one ``fields`` chunk; the time block is chosen to stay below it.
-#: 64 MiB keeps a whole trajectory in one chunk (one store key to read and write) up to 2D
-#: 256² with T = 41 and 6 channels, or 3D 64³ with T = 21 and 3 channels.
+#: Upper bound on the bytes of one ``fields`` chunk (see :func:`chunking`). 64 MiB keeps a whole
+#: trajectory in one chunk (one store key to read and write) up to 2D 256² with T = 41 and 6
+#: channels, or 3D 64³ with T = 21 and 3 channels.
 CHUNK_TARGET_BYTES = 64 * 2**20
 
 #: Codecs of the ``fields`` array, by name (measured in ``benchmarks/compression.py``).
@@ -72,15 +75,18 @@ GROUP_ATTRS: dict[str, type | tuple[type, ...]] = {
     "parameters": list,
     "n_samples": (int, type(None)),
     "chunk_time": int,
+    "chunk_x": int,  # from version 5 on
     "compression": str,
     "software": dict,
 }
+#: Attributes a group of an older version does not carry: name -> first version with it.
+SINCE_VERSION = {"chunk_x": 5}
 #: Attributes that change as samples land; not part of a group's identity.
 MUTABLE_ATTRS = ("software", "normalization")
 #: How a group stores its samples, fixed when it is created: not part of its identity either,
 #: so a group made by an earlier pdeladder (another version, codec or time chunking) is
 #: re-opened and written as it was made (readers and writers follow the group's attributes).
-STORAGE_ATTRS = ("format_version", "compression", "chunk_time")
+STORAGE_ATTRS = ("format_version", "compression", "chunk_time", "chunk_x")
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,55 @@ def spatial_shape(meta: dict[str, Any]) -> tuple[int, int, int]:
     return tuple(n if a < dim else 1 for a in range(3))  # type: ignore[return-value]
 
 
-def chunk_time(snapshots: int, channels: int, shape: tuple[int, int, int]) -> int:
-    """Snapshots per ``fields`` chunk: all of them unless a chunk would exceed the target."""
-    frame = 4 * channels * int(np.prod(shape))
-    return max(1, min(snapshots, CHUNK_TARGET_BYTES // frame))
+def chunking(snapshots: int, channels: int, shape: tuple[int, int, int]) -> tuple[int, int]:
+    """``(chunk_time, chunk_x)``: snapshots and x points per ``fields`` chunk.
+
+    A sample of at most ``CHUNK_TARGET_BYTES`` is one chunk. A larger one is split along time
+    and x about evenly (about ``sqrt(n)`` time blocks for the ``n`` chunks it needs at least),
+    each chunk at most the target unless one x plane of one snapshot exceeds it, so that time
+    slabs and x slabs of it are both whole chunks but for the partial ones at their ends.
+    """
+    X = shape[0]
+    plane = 4 * channels * int(np.prod(shape[1:]))  # bytes of one x plane of one snapshot
+    if snapshots * X * plane <= CHUNK_TARGET_BYTES:
+        return snapshots, X
+    needed = -(-snapshots * X * plane // CHUNK_TARGET_BYTES)
+    step = -(-snapshots // min(snapshots, math.isqrt(needed - 1) + 1))
+    return step, max(1, min(X, CHUNK_TARGET_BYTES // (step * plane)))
+
+
+def field_chunks(meta: dict[str, Any]) -> tuple[int, int]:
+    """``(chunk_time, chunk_x)`` of a group (``chunk_x`` is ``X`` before version 5)."""
+    X = spatial_shape(meta)[0]
+    return meta["chunk_time"], meta["chunk_x"] if blocked(meta) else X
+
+
+def field_blocks(meta: dict[str, Any]) -> tuple[int, int]:
+    """``(BT, BX)``: ``fields`` chunks of one sample along time and x."""
+    ct, cx = field_chunks(meta)
+    return -(-meta["snapshots"] // ct), -(-spatial_shape(meta)[0] // cx)
+
+
+def blocked(meta: dict[str, Any]) -> bool:
+    """Whether a group keeps a checksum and moments per ``fields`` chunk (version 5 on)
+    rather than per sample."""
+    return meta.get("format_version", FORMAT_VERSION) >= 5
+
+
+def slabs(n: int, chunk: int, k: int) -> list[tuple[int, int]]:
+    """``k`` slabs ``[lo, hi)`` of an axis of ``n`` points in chunks of ``chunk``: whole chunks
+    each, as even as the chunks allow (the first ones get one chunk more), covering the axis.
+    What ``k`` writers of one sample each write. Raises ValueError when ``k`` exceeds the
+    chunks.
+
+    >>> slabs(17, 4, 2)
+    [(0, 12), (12, 17)]
+    """
+    blocks = -(-n // chunk)
+    if not 1 <= k <= blocks:
+        raise ValueError(f"{k} slabs of {blocks} chunks ({n} points, {chunk} a chunk)")
+    edges = [min(n, chunk * -(-r * blocks // k)) for r in range(k + 1)]
+    return list(itertools.pairwise(edges))
 
 
 def check_version(attrs: dict[str, Any], where: str) -> None:
@@ -153,6 +204,7 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
     S = len(SOLVER_STATS)
     X, Y, Z = spatial_shape(meta)
+    (ct, cx), (BT, BX) = field_chunks(meta), field_blocks(meta)
     chan_units = [c["units"] for c in meta["channels"]]
     coords = [
         ArraySpec("t", (T,), ("t",), "float64", (T,), {"long_name": "time", "units": "1"}),
@@ -171,7 +223,7 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
             (n, T, C, X, Y, Z),
             ("sample", "t", "channel", "x", "y", "z"),
             "float32",
-            (1, meta["chunk_time"], C, X, Y, Z),
+            (1, ct, C, cx, Y, Z),
             {
                 "long_name": "sampled solution trajectories",
                 "units": chan_units[0] if len(set(chan_units)) == 1 else "mixed",
@@ -203,23 +255,7 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
             },
         ),
         ArraySpec("reason", (n,), ("sample",), "str", (1,), {"long_name": "failure reason"}, ""),
-        ArraySpec(
-            "checksum",
-            (n,),
-            ("sample",),
-            "uint32",
-            (1,),
-            {"long_name": "CRC-32C of the sample's fields as float32 little-endian C-order bytes"},
-        ),
-        ArraySpec(
-            "moments",
-            (n, C, 3),
-            ("sample", "channel", "moment"),
-            "float64",
-            (1, C, 3),
-            {"long_name": "per-channel (count, mean, M2) of the sample over t, x, y, z"},
-            float("nan"),
-        ),
+        *(_block_digests(n, C, BT, BX) if blocked(meta) else _sample_digests(n, C)),
         ArraySpec(
             "provenance",
             (n,),
@@ -245,6 +281,58 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     ]
     sep = key_separator(meta.get("format_version", FORMAT_VERSION))
     return [replace(spec, separator=sep) for spec in coords + per_sample]
+
+
+_CRC = "CRC-32C of {} fields as float32 little-endian C-order bytes"
+_MOMENTS = "per-channel (count, mean, M2) of {} fields over t, x, y, z"
+
+
+def _sample_digests(n: int, C: int) -> list[ArraySpec]:
+    """Versions 3 and 4: one checksum and one set of moments per sample."""
+    return [
+        ArraySpec(
+            "checksum",
+            (n,),
+            ("sample",),
+            "uint32",
+            (1,),
+            {"long_name": _CRC.format("the sample's")},
+        ),
+        ArraySpec(
+            "moments",
+            (n, C, 3),
+            ("sample", "channel", "moment"),
+            "float64",
+            (1, C, 3),
+            {"long_name": _MOMENTS.format("the sample's")},
+            float("nan"),
+        ),
+    ]
+
+
+def _block_digests(n: int, C: int, BT: int, BX: int) -> list[ArraySpec]:
+    """Version 5: a checksum and moments per ``fields`` chunk (time block, x block), one chunk
+    of them per x block of a sample, so that whoever writes an x slab of a sample writes its
+    digests too and no chunk has two writers."""
+    return [
+        ArraySpec(
+            "checksum",
+            (n, BT, BX),
+            ("sample", "t_block", "x_block"),
+            "uint32",
+            (1, BT, 1),
+            {"long_name": _CRC.format("each chunk's (without padding)")},
+        ),
+        ArraySpec(
+            "moments",
+            (n, BT, BX, C, 3),
+            ("sample", "t_block", "x_block", "channel", "moment"),
+            "float64",
+            (1, BT, 1, C, 3),
+            {"long_name": _MOMENTS.format("each chunk's")},
+            float("nan"),
+        ),
+    ]
 
 
 def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:

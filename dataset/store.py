@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import fsspec
+import google_crc32c
 import numpy as np
 import zarr
 import zarr.api.asynchronous
@@ -46,7 +47,7 @@ from zarr.storage import FsspecStore, LocalStore
 
 from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.chunks import SampleChunks
+from pdeladder.dataset.chunks import Region, SampleChunks
 from pdeladder.dataset.format import FAILED, MISSING, OK, STATUS_NAMES
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
 from pdeladder.dataset.provenance import checksum, software_versions
@@ -64,6 +65,7 @@ __all__ = [
     "absolute_url",
     "open_store",
     "read_samples",
+    "sample_checksum",
 ]
 
 ROOT_ATTRS = {"format": fmt.FORMAT_NAME, "format_version": fmt.FORMAT_VERSION}
@@ -120,6 +122,14 @@ def _check_writable(url: str, storage_options: dict | None) -> None:
         existing = next(a for a in (p, *p.parents) if a.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
             raise StoreError(f"{url}: cannot write under {existing}")
+        if existing != p:  # its folder is still to be made (root passes os.access on /proc too)
+            probe = existing / f".pdeladder-write-probe-{uuid.uuid4().hex}"
+            try:
+                probe.mkdir()
+                probe.rmdir()
+            except OSError as err:
+                reason = f"making a folder in {existing} fails ({err.strerror})"
+                raise StoreError(f"{url}: cannot create it: {reason}") from None
         return
     try:  # object stores: write a probe object and remove it
         fs = fsspec.filesystem(protocol, **(storage_options or {}))
@@ -176,8 +186,12 @@ def group_metadata(
     n_samples: int | None,
     attrs: dict[str, Any] | None,
     compression: str,
+    chunking: tuple[int | None, int | None] = (None, None),
 ) -> dict[str, Any]:
-    """The deterministic attributes of a group (``software`` aside, equal for every writer)."""
+    """The deterministic attributes of a group (``software`` aside, equal for every writer).
+
+    ``chunking``: ``(chunk_time, chunk_x)`` of ``fields``, each None for
+    :func:`format.chunking`'s choice."""
     if not stage or "/" in stage or stage.startswith("."):
         raise UserInputError(f"stage name must be non-empty without '/', got {stage!r}")
     if n_samples is not None and n_samples < 1:
@@ -187,6 +201,14 @@ def group_metadata(
             f"unknown compression {compression!r}; available: {', '.join(fmt.COMPRESSIONS)}"
         )
     channels = family.channels_for(grid.dim)
+    auto = fmt.chunking(grid.snapshots, len(channels), grid.shape)
+    chunk_time, chunk_x = (a if c is None else c for c, a in zip(chunking, auto, strict=True))
+    for name, value, most in (
+        ("chunk_time", chunk_time, grid.snapshots),
+        ("chunk_x", chunk_x, grid.shape[0]),
+    ):
+        if not (isinstance(value, int) and 1 <= value <= most):
+            raise UserInputError(f"{name} must be an integer in 1..{most}, got {value!r}")
     meta: dict[str, Any] = {
         **ROOT_ATTRS,
         "stage": stage,
@@ -208,7 +230,8 @@ def group_metadata(
             for p in family.Params.describe()
         ],
         "n_samples": n_samples,
-        "chunk_time": fmt.chunk_time(grid.snapshots, len(channels), grid.shape),
+        "chunk_time": chunk_time,
+        "chunk_x": chunk_x,
         "compression": compression,
         "software": software_versions(),
     }
@@ -262,6 +285,8 @@ class Store:
         attrs: dict[str, Any] | None = None,
         *,
         compression: str = fmt.DEFAULT_COMPRESSION,
+        chunk_time: int | None = None,
+        chunk_x: int | None = None,
     ) -> "Group":
         """Open the group of ``(stage, family, grid)``, creating it if absent.
 
@@ -270,10 +295,16 @@ class Store:
         (family, grid, N, attrs such as ``config_hash``) is a :class:`StoreError`. A group that
         exists keeps the storage it was made with (``compression``, format version, time
         chunking: ``format.STORAGE_ATTRS``), whatever ``compression`` says.
+
+        ``chunk_time`` and ``chunk_x`` (snapshots and x points per ``fields`` chunk) default to
+        :func:`format.chunking`'s choice: one chunk per sample unless it is large. Samples
+        that K processes write in x slabs (:meth:`Group.write_slab`) need at least K x chunks.
         """
         if self.read_only:
             raise StoreError(f"{self.url}: opened read-only; open it with mode='a' to write")
-        meta = group_metadata(stage, family, grid, n_samples, attrs, compression)
+        meta = group_metadata(
+            stage, family, grid, n_samples, attrs, compression, (chunk_time, chunk_x)
+        )
         path = fmt.group_path(stage, family.name, grid.dim, grid.resolution, grid.snapshots)
         try:
             node = self.root.create_group(path, attributes=meta)
@@ -411,51 +442,75 @@ class Group:
 
     # -- reading -------------------------------------------------------------------------------
 
+    @property
+    def blocked(self) -> bool:
+        """Whether this group keeps a checksum and moments per ``fields`` chunk (version 5 on;
+        one per sample before)."""
+        return fmt.blocked(self.attrs)
+
     def status(self) -> np.ndarray:
         """``(N,)`` uint8: MISSING (0), OK (1) or FAILED (2) per sample."""
         return self.column("status")
 
-    def checksums(self) -> np.ndarray:
-        """``(N,)`` uint32 CRC-32C of each sample's fields (0 where not ok)."""
-        return self.column("checksum")
+    def checksums(self, status: np.ndarray | None = None) -> np.ndarray:
+        """``(N,)`` uint32: each ok sample's checksum as :func:`read_samples` checks a whole
+        sample against it (0 where not ok; only ok samples' records are read). Up to version 4
+        the CRC-32C of its fields; from version 5 the CRC-32C of its chunks' checksums
+        (:func:`sample_checksum`). ``status``: the group's :meth:`status`, when the caller has
+        read it already."""
+        ok = (self.status() if status is None else status) == OK
+        stored = self.column("checksum", where=ok)
+        if not self.blocked:
+            return stored
+        out = np.zeros(len(stored), np.uint32)
+        for i in np.flatnonzero(ok):
+            out[i] = sample_checksum(stored[i])
+        return out
 
     def params(self) -> np.ndarray:
         """``(N, P)`` float64 parameter vectors (NaN where never written)."""
         return self.column("params")
 
-    def column(self, name: str) -> np.ndarray:
+    def column(self, name: str, where: np.ndarray | None = None) -> np.ndarray:
         """Every sample's value of the per-sample record array ``name`` (all but ``fields``),
-        ``(N, ...)`` as zarr would return it: the fill value where a sample never wrote it.
+        ``(N, ...)`` as zarr would return it: the fill value where a sample never wrote it,
+        and where ``where`` (``(N,)`` bool) is False, whose chunks are not read at all (a
+        reader trusts nothing of a sample whose status is not ok: ``where=status == OK``).
 
         Read chunk by chunk as store keys (zarr's array API costs about half a millisecond
-        per chunk, and these arrays have one chunk per sample): a local store's files on as
-        many threads as cores, other stores' keys in rounds of ``COLUMN_ROUND`` concurrent
-        requests. Raises StoreError naming the first sample whose chunk does not decode.
+        per chunk, and these arrays have one chunk per sample, or per x block): a local
+        store's files on as many threads as cores, other stores' keys in rounds of
+        ``COLUMN_ROUND`` concurrent requests. Raises StoreError naming the first sample
+        whose chunk does not decode.
         """
         if name == "fields":
             raise ValueError("fields are read sample by sample: read_samples")
         spec = self.chunks[name]
-        n = self.n_samples
+        n, per = self.n_samples, spec.blocks
         out = np.full((n, *spec.shape), spec.fill, dtype=spec.dtype or object)
-        keys = [spec.keys(i)[0] for i in range(n)]
+        wanted = np.arange(n) if where is None else np.flatnonzero(where)
+        keys = [key for i in wanted.tolist() for key in spec.keys(i)]
 
         def read(part: range) -> None:
-            found = chunks.get(self._zstore, keys[part.start : part.stop])
-            for i, raw in zip(part, found, strict=True):
-                if raw is not None:
+            found = chunks.get(self._zstore, keys[part.start * per : part.stop * per])
+            for j, i in enumerate(wanted[part.start : part.stop].tolist()):
+                raw = found[j * per : (j + 1) * per]
+                if any(r is not None for r in raw):
                     out[i] = self._decode_record(i, name, raw)
 
+        m = len(wanted)
         if chunks.is_local(self._zstore):
-            threads = chunks.read_threads(-(-n // COLUMN_ROUND))
-            parts = [range(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+            threads = chunks.read_threads(-(-m * per // COLUMN_ROUND))
+            parts = [range(k * m // threads, (k + 1) * m // threads) for k in range(threads)]
             if threads > 1:
                 with futures.ThreadPoolExecutor(threads) as pool:
                     list(pool.map(read, parts))
             else:
-                read(range(n))
+                read(range(m))
         else:
-            for start in range(0, n, COLUMN_ROUND):
-                read(range(start, min(start + COLUMN_ROUND, n)))
+            step = max(1, COLUMN_ROUND // per)
+            for start in range(0, m, step):
+                read(range(start, min(start + step, m)))
         return out
 
     def info(self, index: int) -> dict[str, Any]:
@@ -476,7 +531,7 @@ class Group:
                     fmt.SOLVER_STATS.items(), np.asarray(stats).tolist(), strict=True
                 )
             },
-            "checksum": int(crc),
+            "checksum": self._sample_checksum(crc),
         }
         out["provenance"] = json.loads(prov) if prov else {}
         return out
@@ -489,15 +544,99 @@ class Group:
         """
         self._check_index(index)
         status, crc, reason = self._records(index, "status", "checksum", "reason")
-        if int(status) != OK:
-            why = f" ({reason})" if int(status) == FAILED else ""
-            raise StoreError(f"{self.where(index)}: status is {STATUS_NAMES[int(status)]}{why}")
-        return self.read_fields(index, int(crc))
+        self._check_ok(index, int(status), reason)
+        return self.read_fields(index, self._sample_checksum(crc))
 
     def read_fields(self, index: int, expected_checksum: int) -> np.ndarray:
-        """Read sample ``index``'s fields and check them against ``expected_checksum``; for
-        callers that already hold the group's status and checksums (the loaders)."""
+        """Read sample ``index``'s fields and check them against ``expected_checksum`` (one of
+        :meth:`checksums`); for callers that already hold the group's status and checksums
+        (the loaders)."""
         return read_samples([(self, index, expected_checksum)])[0]
+
+    def read_slab(self, index: int, axis: Literal["t", "x"], lo: int, hi: int) -> np.ndarray:
+        """Rows ``[lo, hi)`` of time or x of sample ``index``: float32 ``(hi - lo, C, X, Y, Z)``
+        for ``axis="t"``, ``(T, C, hi - lo, Y, Z)`` for ``axis="x"``; C-contiguous, writable,
+        shared with nothing. What a domain rank reads instead of the whole sample.
+
+        From version 5 on it reads the sample's status, the checksum chunks of the x blocks
+        it touches and only the ``fields`` chunks that intersect the slab: the slab's rows
+        plus at most one partial chunk at either end (none when ``lo`` and ``hi`` are chunk
+        boundaries, as :func:`format.slabs` cuts them); each chunk read is checked against
+        its own checksum. Version 3 and 4 groups keep one checksum per sample, so there the
+        whole sample is read and checked, then cut. Raises StoreError naming the sample
+        unless its status is ok and every chunk read matches its checksum.
+        """
+        self._check_index(index)
+        if axis not in ("t", "x"):
+            raise UserInputError(f"{self.where()}: slab axis must be 't' or 'x', not {axis!r}")
+        spec = self.chunks["fields"]
+        a = 0 if axis == "t" else 2
+        n, c = spec.shape[a], spec.chunks[a]
+        if not 0 <= lo < hi <= n:
+            raise UserInputError(f"{self.where(index)}: {axis} slab [{lo}, {hi}) outside [0, {n})")
+        rows = [slice(None)] * len(spec.shape)
+        if not self.blocked:
+            rows[a] = slice(lo, hi)
+            return np.array(self.read(index)[tuple(rows)])
+        region = spec.along(a, range(lo // c, -(-hi // c)))
+        sums = self.chunks["checksum"]
+        sum_region = sums.along(1, region[2])
+        sum_keys = sums.keys(index, sum_region)
+        keys = [*self.chunks["status"].keys(index), *sum_keys, *spec.keys(index, region)]
+        raw = chunks.get(self._zstore, keys)
+        status = MISSING if raw[0] is None else int(self._decode_record(index, "status", raw[:1]))
+        if status != OK:
+            self._check_ok(index, status, *self._records(index, "reason"))
+        split = 1 + len(sum_keys)
+        stored = sums.decode(raw[1:split], region=sum_region)[region[0].start : region[0].stop]
+        data = self._decode_fields(index, raw[split:], None, region=region)
+        found = np.array([checksum(data[p]) for p in spec.block_slices(region)], np.uint32)
+        bad = np.argwhere(found.reshape(stored.shape) != stored)
+        if bad.size:
+            tb, xb = (int(v) for v in bad[0])
+            raise StoreError(
+                f"{self.where(index)}: fields chunk (t block {region[0].start + tb}, x block "
+                f"{region[2].start + xb}) does not match its checksum (corrupt or missing); "
+                "rewrite the sample"
+            )
+        start = region[a].start * c
+        rows[a] = slice(lo - start, hi - start)
+        return np.ascontiguousarray(data[tuple(rows)])
+
+    def digest(self, fields: np.ndarray, region: Region | None = None) -> tuple[Any, np.ndarray]:
+        """The checksum and moments of ``fields`` as this group stores them. Up to version 4:
+        the sample's CRC-32C (int) and ``(C, 3)`` moments. From version 5: those of each chunk
+        of ``region`` (default the whole sample; ``fields`` its values, shaped as its
+        ``extent``), ``(BT', BX')`` uint32 and ``(BT', BX', C, 3)`` float64, each over the
+        chunk's values without padding."""
+        if not self.blocked:
+            return checksum(fields), sample_moments(fields)
+        spec = self.chunks["fields"]
+        region = spec.whole if region is None else region
+        parts = spec.block_slices(region)
+        size = (len(region[0]), len(region[2]))
+        crcs = np.array([checksum(fields[p]) for p in parts], np.uint32).reshape(size)
+        moments = np.stack([sample_moments(fields[p]) for p in parts])
+        return crcs, moments.reshape(*size, *moments.shape[1:])
+
+    def block_moments(self, where: np.ndarray | None = None) -> np.ndarray:
+        """``(N, K, C, 3)`` stored ``(count, mean, M2)`` per channel of each sample's ``K``
+        parts (its chunks from version 5 on, ``K = BT * BX``; the whole sample before,
+        ``K = 1``), which merge into the sample's (:func:`merge_moments`). ``where``: as
+        for :meth:`column`."""
+        stored = self.column("moments", where=where)
+        return stored.reshape(len(stored), -1, *stored.shape[-2:])
+
+    def _sample_checksum(self, record: Any) -> int:
+        """The checksum of a whole sample (see :meth:`checksums`) from its checksum record."""
+        if not self.blocked:
+            return int(record)
+        return sample_checksum(np.broadcast_to(record, self.chunks["checksum"].shape))
+
+    def _check_ok(self, index: int, status: int, reason: Any) -> None:
+        if status != OK:
+            why = f" ({reason})" if status == FAILED else ""
+            raise StoreError(f"{self.where(index)}: status is {STATUS_NAMES[status]}{why}")
 
     @cached_property
     def chunks(self) -> dict[str, SampleChunks]:
@@ -513,16 +652,20 @@ class Group:
         return self.node.store
 
     def _records(self, index: int, *names: str) -> list[Any]:
-        """Sample ``index``'s values of one-chunk per-sample arrays (fill where never written)."""
-        raw = chunks.get(self._zstore, [self.chunks[name].keys(index)[0] for name in names])
-        return [
-            self.chunks[name].fill if r is None else self._decode_record(index, name, r)
-            for name, r in zip(names, raw, strict=True)
-        ]
+        """Sample ``index``'s values of the per-sample record arrays ``names`` (the fill value
+        where never written)."""
+        keys = [self.chunks[name].keys(index) for name in names]
+        raw = iter(chunks.get(self._zstore, [key for ks in keys for key in ks]))
+        out = []
+        for name, ks in zip(names, keys, strict=True):
+            got = [next(raw) for _ in ks]
+            never = all(r is None for r in got)
+            out.append(self.chunks[name].fill if never else self._decode_record(index, name, got))
+        return out
 
-    def _decode_record(self, index: int, name: str, raw: Any) -> Any:
+    def _decode_record(self, index: int, name: str, raw: list[Any]) -> Any:
         try:
-            return self.chunks[name].decode([raw])
+            return self.chunks[name].decode(raw)
         except Exception as err:
             raise StoreError(
                 f"{self.where(index)}: cannot read {name} ({type(err).__name__}: {err}); its "
@@ -530,19 +673,24 @@ class Group:
             ) from err
 
     def _decode_fields(
-        self, index: int, raw: list[Any], expected_checksum: int, out: np.ndarray | None = None
+        self,
+        index: int,
+        raw: list[Any],
+        expected_checksum: int | None,
+        out: np.ndarray | None = None,
+        region: Region | None = None,
     ) -> np.ndarray:
-        """Sample ``index``'s fields from its chunks' bytes (into ``out`` when given), checked
-        against its checksum."""
+        """Sample ``index``'s fields (of ``region``) from its chunks' bytes (into ``out`` when
+        given), checked against its checksum unless ``expected_checksum`` is None."""
         if any(r is None for r in raw):
             raise StoreError(
                 f"{self.where(index)}: a chunk of its fields is missing; rewrite the sample"
             )
         try:
-            data = self.chunks["fields"].decode(raw, out)
+            data = self.chunks["fields"].decode(raw, out, region)
         except Exception as err:
             raise self._unreadable(index, err) from err
-        return self._verified(index, data, expected_checksum)
+        return data if expected_checksum is None else self._verified(index, data, expected_checksum)
 
     def _read_fields_into(self, index: int, out: np.ndarray, expected_checksum: int) -> np.ndarray:
         """Sample ``index``'s fields read straight into ``out`` (see :func:`chunks.read_into`),
@@ -565,7 +713,12 @@ class Group:
         )
 
     def _verified(self, index: int, data: np.ndarray, expected_checksum: int) -> np.ndarray:
-        if checksum(data) != expected_checksum:
+        if self.blocked:
+            parts = self.chunks["fields"].block_slices()
+            found = sample_checksum(np.array([checksum(data[p]) for p in parts], np.uint32))
+        else:
+            found = checksum(data)
+        if found != expected_checksum:
             raise StoreError(
                 f"{self.where(index)}: fields do not match their checksum (a chunk is corrupt "
                 "or missing); rewrite the sample"
@@ -580,7 +733,7 @@ class Group:
     # -- writing -------------------------------------------------------------------------------
 
     def write(self, index: int, sample: Sample) -> None:
-        """Write ``sample`` at ``index``: data, parameters, seed, statistics, checksum and
+        """Write ``sample`` at ``index``: data, parameters, seed, statistics, checksums and
         moments first, then status ok once they have all completed; a failed sample gets
         status failed and its reason. A sample that was written before is set back to missing
         first, so no reader trusts it while it is rewritten. Fields holding NaN or Inf are
@@ -588,6 +741,104 @@ class Group:
         self._check_write(sample)
         self._check_index(index)
         self._guarded_write(index, lambda: self._write(index, sample))
+
+    def write_slab(self, index: int, lo: int, hi: int, fields: np.ndarray) -> None:
+        """Write x rows ``[lo, hi)`` of sample ``index`` (format 5): ``fields`` float32
+        ``(T, C, hi - lo, Y, Z)``, whole chunks (``lo`` and ``hi`` on chunk boundaries, as
+        :func:`format.slabs` cuts them), then those x blocks' checksum and moments chunks, so
+        that a slab's digests are stored only once its fields are. Status is not touched.
+
+        For K processes that each hold one x slab of a sample: every chunk of a slab, its
+        digests included, is written by that slab's process alone. The protocol: one process
+        calls :meth:`discard` (for a sample written before), then each process writes its
+        slab, then, once all have returned, one process calls :meth:`commit`, the only step
+        that marks the sample ok. A slab of a sample whose status is ok is refused (discard it
+        first); fields holding NaN or Inf are refused before anything is written.
+        """
+        self._check_writable()
+        self._check_index(index)
+        if not self.blocked:
+            raise StoreError(
+                f"{self.where()}: format version {self.attrs['format_version']} keeps one "
+                "checksum per sample; x slabs are written from format 5 on"
+            )
+        spec = self.chunks["fields"]
+        cx, X = spec.chunks[2], spec.shape[2]
+        if not (0 <= lo < hi <= X and lo % cx == 0 and (hi % cx == 0 or hi == X)):
+            raise UserInputError(
+                f"{self.where(index)}: x slab [{lo}, {hi}) is not whole chunks of {cx} points "
+                f"in [0, {X})"
+            )
+        T, C, _, Y, Z = self.sample_shape
+        if fields.dtype != np.float32 or fields.shape != (T, C, hi - lo, Y, Z):
+            raise UserInputError(
+                f"{self.where(index)}: slab fields must be float32{(T, C, hi - lo, Y, Z)}, "
+                f"got {fields.dtype}{fields.shape}"
+            )
+        (status,) = self._records(index, "status")
+        if int(status) == OK:
+            raise StoreError(
+                f"{self.where(index)}: is committed (status ok); discard() it before writing "
+                "its slabs again"
+            )
+        xblocks = range(lo // cx, -(-hi // cx))
+        crcs, moments = self.digest(fields, spec.along(2, xblocks))
+        if not np.isfinite(moments).all():
+            raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
+
+        def put() -> None:
+            self._put(index, {"fields": fields}, xblocks)
+            self._put(index, {"checksum": crcs, "moments": moments}, xblocks)
+
+        self._guarded_write(index, put)
+
+    def discard(self, index: int) -> None:
+        """Set sample ``index`` back to missing, then remove its checksum chunks, so that no
+        reader trusts it and :meth:`commit` waits until every slab is written anew."""
+        self._check_writable()
+        self._check_index(index)
+
+        def discard() -> None:
+            self._put(index, {"status": MISSING})
+            chunks.delete(self._zstore, self.chunks["checksum"].keys(index))
+
+        self._guarded_write(index, discard)
+
+    def commit(self, index: int, sample: Sample) -> None:
+        """Record sample ``index`` whose x slabs were written by :meth:`write_slab`: its
+        parameters, seed, statistics and provenance from ``sample`` (with ``fields=None``: the
+        fields are the slabs), then, once those have landed, status ok. Raises StoreError,
+        writing nothing, while the checksum chunk of any x block is missing (its slab has not
+        landed). A failed ``sample`` is recorded as :meth:`write` records it."""
+        if sample.fields is not None:
+            raise UserInputError(
+                f"{self.where(index)}: commit records a sample written in slabs; pass it "
+                "with fields=None"
+            )
+        if not sample.ok:
+            self.write(index, sample)
+            return
+        self._check_write(sample, with_fields=False)
+        self._check_index(index)
+        if not self.blocked:
+            raise StoreError(f"{self.where()}: slabs are written from format 5 on")
+
+        def commit() -> None:
+            (status,) = self._records(index, "status")
+            landed = chunks.exists(self._zstore, self.chunks["checksum"].keys(index))
+            if not all(landed):
+                cx, X = self.chunks["fields"].chunks[2], self.sample_shape[2]
+                rows = [
+                    f"[{b * cx}, {min(X, (b + 1) * cx)})" for b, ok in enumerate(landed) if not ok
+                ]
+                raise StoreError(
+                    f"{self.where(index)}: x rows {', '.join(rows)} have not landed (no checksum "
+                    "chunk); status not written"
+                )
+            self._put_all(index, self._sample_records(sample, int(status)))
+            self._put(index, {"status": OK})
+
+        self._guarded_write(index, commit)
 
     def _guarded_write(self, index: int, write: Callable[[], None]) -> None:
         try:
@@ -600,28 +851,33 @@ class Group:
                 "is not marked ok, write it again"
             ) from err
 
-    def _encoded(self, index: int, values: dict[str, Any]) -> dict[str, Any]:
+    def _encoded(
+        self, index: int, values: dict[str, Any], xblocks: range | None = None
+    ) -> dict[str, Any]:
         out = {}
         for name, value in values.items():
             spec = self.chunks[name]
-            out.update(zip(spec.keys(index), spec.encode(value), strict=True))
+            region = None if xblocks is None else spec.along(_X_BLOCK_AXIS[name], xblocks)
+            out.update(zip(spec.keys(index, region), spec.encode(value, region), strict=True))
         return out
 
-    def _put(self, index: int, values: dict[str, Any]) -> None:
-        """Store sample ``index``'s ``values``; only its status atomically: the other records
-        count only once a later status write says ok (or failed)."""
-        chunks.put(self._zstore, self._encoded(index, values), atomic="status" in values)
+    def _put(self, index: int, values: dict[str, Any], xblocks: range | None = None) -> None:
+        """Store sample ``index``'s ``values`` (of x blocks ``xblocks`` only, for ``fields``,
+        ``checksum`` and ``moments``); only its status atomically: the other records count
+        only once a later status write says ok (or failed)."""
+        chunks.put(self._zstore, self._encoded(index, values, xblocks), atomic="status" in values)
 
-    def _write(self, index: int, sample: Sample) -> None:
-        """Write the fields while background threads write each solver record and compute the
-        checksum and moments, then write those; once all have landed, status. Every record is
-        a file or an object of its own, and creating one costs about as much as writing a
-        small sample's bytes, so they are created side by side."""
-        status = self.chunks["status"]
-        (raw,) = chunks.get(self._zstore, status.keys(index))
-        before = MISSING if raw is None else int(status.decode([raw]))
-        if before != MISSING:
-            self._put(index, {"status": MISSING})
+    def _put_all(self, index: int, values: dict[str, Any]) -> None:
+        """Store each of ``values`` on a thread of its own (each is a file or an object, and
+        creating one costs about as much as writing a small sample's bytes)."""
+        pool = _writers()
+        jobs = [pool.submit(self._put, index, {name: value}) for name, value in values.items()]
+        futures.wait(jobs)
+        for job in jobs:
+            job.result()  # the first error, if any
+
+    def _sample_records(self, sample: Sample, before: int) -> dict[str, Any]:
+        """The records of ``sample`` but its fields and digests (``before``: its status)."""
         records = {
             "params": sample.params.vector(),
             "seed": sample.seed,
@@ -632,6 +888,18 @@ class Group:
             records["reason"] = sample.stats.reason or "failed"
         elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
             records["reason"] = ""
+        return records
+
+    def _write(self, index: int, sample: Sample) -> None:
+        """Write the fields while background threads write each solver record and compute the
+        checksums and moments, then write those; once all have landed, status. Every record is
+        a file or an object of its own, and creating one costs about as much as writing a
+        small sample's bytes, so they are created side by side."""
+        (before,) = self._records(index, "status")
+        before = int(before)
+        if before != MISSING:
+            self._put(index, {"status": MISSING})
+        records = self._sample_records(sample, before)
         pool = _writers()
         side = [pool.submit(self._put, index, {name: value}) for name, value in records.items()]
         if sample.ok:
@@ -647,8 +915,8 @@ class Group:
         self._put(index, {"status": OK if sample.ok else FAILED})
 
     def _put_digest(self, index: int, fields: np.ndarray) -> None:
-        """Store the checksum and moments of sample ``index``'s ``fields``; refuse NaN/Inf."""
-        crc, moments = checksum(fields), sample_moments(fields)
+        """Store the checksums and moments of sample ``index``'s ``fields``; refuse NaN/Inf."""
+        crc, moments = self.digest(fields)
         if not np.isfinite(moments).all():
             raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
         self._put(index, {"checksum": crc, "moments": moments})
@@ -676,9 +944,12 @@ class Group:
         self._guarded_write(n, grow_and_write)
         return n
 
-    def _check_write(self, sample: Sample) -> None:
+    def _check_writable(self) -> None:
         if self.store.read_only:
             raise StoreError(f"{self.store.url}: opened read-only; open it with mode='a' to write")
+
+    def _check_write(self, sample: Sample, *, with_fields: bool = True) -> None:
+        self._check_writable()
         if sample.family != self.family or sample.grid != self.grid:
             raise UserInputError(
                 f"{self.where()}: sample of {sample.family} on {sample.grid} does not belong "
@@ -686,7 +957,7 @@ class Group:
             )
         if sample.params.names() != self.param_names:
             raise UserInputError(f"{self.where()}: parameters {sample.params.names()} differ")
-        if sample.ok:
+        if sample.ok and with_fields:
             f = sample.fields
             if f is None or f.dtype != np.float32 or f.shape != self.sample_shape:
                 got = None if f is None else f"{f.dtype}{f.shape}"
@@ -700,15 +971,15 @@ class Group:
         """``(C, 3)`` merged ``(count, mean, M2)`` per channel over the ok samples
         (``status``: the group's :meth:`status`, when the caller has read it already)."""
         status = self.status() if status is None else status
-        return merge_moments(self.column("moments")[status == OK])
+        ok = status == OK
+        return merge_moments(self.block_moments(where=ok)[ok])
 
     def update_stats(self) -> dict[str, Any]:
         """Merge the per-sample moments and cache them in the ``normalization`` attribute.
 
         Call once a stage is written (one caller at a time: it rewrites the group's attributes).
         """
-        if self.store.read_only:
-            raise StoreError(f"{self.store.url}: opened read-only; open it with mode='a' to write")
+        self._check_writable()
         stats = self._compute_stats()
         self.node.update_attributes({"normalization": stats})
         self.attrs["normalization"] = stats
@@ -737,6 +1008,16 @@ class Group:
             "ok_samples": int((status == OK).sum()),
             "status_crc": zlib.crc32(status.tobytes()),
         }
+
+
+#: The axis of each x-split per-sample array that holds its x blocks (``fields``: points).
+_X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1}
+
+
+def sample_checksum(chunk_checksums: np.ndarray) -> int:
+    """The checksum of a whole version-5 sample: CRC-32C of its chunks' checksums
+    ``(BT, BX)`` as uint32 little-endian C-order bytes."""
+    return google_crc32c.value(np.ascontiguousarray(chunk_checksums, "<u4").tobytes())
 
 
 def _writers() -> futures.ThreadPoolExecutor:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import zarr
 
+from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.chunks import is_local, read_threads
-from pdeladder.dataset.moments import sample_moments
 from pdeladder.dataset.store import Group, Store, open_store
 from pdeladder.errors import FormatError, StoreError
 
@@ -42,7 +42,10 @@ class Problem:
 
 def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
     """The group's attributes: presence and types, version, channel and parameter entries."""
+    version = attrs.get("format_version")
     for name, kind in fmt.GROUP_ATTRS.items():
+        if isinstance(version, int) and version < fmt.SINCE_VERSION.get(name, 0):
+            continue
         if name not in attrs:
             yield f"attribute {name!r} is missing"
         elif not isinstance(attrs[name], kind) or (kind is int and isinstance(attrs[name], bool)):
@@ -61,6 +64,14 @@ def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
             yield f"parameter entry {p!r} needs name and units"
     if attrs.get("compression") not in fmt.COMPRESSIONS:
         yield f"unknown compression {attrs.get('compression')!r}"
+    try:
+        sizes = {"chunk_time": attrs["snapshots"], "chunk_x": fmt.spatial_shape(attrs)[0]}
+    except (KeyError, TypeError):
+        return  # reported above
+    for name, most in sizes.items():
+        value = attrs.get(name)
+        if isinstance(value, int) and not 1 <= value <= most:
+            yield f"attribute {name!r} is {value}, outside 1..{most}"
 
 
 def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
@@ -147,8 +158,9 @@ def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
 def check_sample_values(
     group: Group, index: int, expected_checksum: int, stored_moments: np.ndarray
 ) -> Iterator[str]:
-    """One ok sample: readable, matching its checksum, finite, with the moments it stores
-    (``stored_moments``, ``(C, 3)``)."""
+    """One ok sample: readable, matching its checksum (one of :meth:`Group.checksums`), finite,
+    with the moments it stores (``stored_moments``: its row of the ``moments`` array,
+    ``(C, 3)``, or ``(BT, BX, C, 3)`` per chunk from version 5 on)."""
     try:
         data = group.read_fields(index, expected_checksum)
     except StoreError as err:
@@ -158,7 +170,7 @@ def check_sample_values(
     if bad.any():
         yield f"{int(bad.sum())} NaN/Inf values"
         return
-    if not np.allclose(stored_moments, sample_moments(data), rtol=1e-9, atol=1e-12):
+    if not np.allclose(stored_moments, group.digest(data)[1], rtol=1e-9, atol=1e-12):
         yield "stored moments do not match the fields"
 
 
@@ -180,8 +192,12 @@ def group_problems(
         found += [Problem(where, "structure", m) for m in check_status(group, status)]
     if found or not values:
         return found
-    checksums, moments = group.checksums(), group.column("moments")
-    ok = np.flatnonzero(status == fmt.OK).tolist()
+    # only committed samples' digests are read: a sample whose status is not ok is missing,
+    # whatever chunks an unfinished write left behind
+    committed = status == fmt.OK
+    checksums = group.checksums(status)
+    moments = group.column("moments", where=committed)
+    ok = np.flatnonzero(committed).tolist()
     advance = progress(group.path, len(ok)) if progress else lambda: None
 
     def check(i: int) -> list[str]:
@@ -191,11 +207,27 @@ def group_problems(
 
     with ThreadPoolExecutor(read_threads(len(ok), local=is_local(group.node.store))) as pool:
         bad = dict(zip(ok, pool.map(check, ok), strict=True))
+    missing = np.flatnonzero(status == fmt.MISSING).tolist()
+    leftovers = dict(zip(missing, _leftovers(group, missing), strict=True))
     for i, s in enumerate(status.tolist()):
         if s == fmt.MISSING:
-            found.append(Problem(group.where(i), "values", "missing (never written)"))
+            found.append(Problem(group.where(i), "values", _MISSING[leftovers[i]]))
         found += [Problem(group.where(i), "values", m) for m in bad.get(i, [])]
     return found
+
+
+_MISSING = {
+    False: "missing (never written)",
+    True: "missing (a write did not finish: its leftover chunks are not trusted and are "
+    "overwritten when the sample is written)",
+}
+
+
+def _leftovers(group: Group, indices: list[int]) -> list[bool]:
+    """Whether each sample left chunks of its fields or checksum (an unfinished write)."""
+    keys = [[group.chunks[name].keys(i)[0] for name in ("fields", "checksum")] for i in indices]
+    found = iter(chunks.exists(group.node.store, [k for ks in keys for k in ks]))
+    return [any([next(found) for _ in ks]) for ks in keys]
 
 
 def store_problems(

@@ -13,7 +13,8 @@ import zarr
 
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
-from pdeladder.dataset.store import FAILED, MISSING, OK, open_store, read_samples
+from pdeladder.dataset.provenance import checksum
+from pdeladder.dataset.store import FAILED, MISSING, OK, open_store, read_samples, sample_checksum
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
@@ -344,23 +345,36 @@ def test_concurrent_writers_race_to_create_and_fill_one_group(tmp_path):
 
 @pytest.mark.parametrize("compression", ["none", "blosc-zstd", "zstd"])
 def test_chunks_are_what_zarr_writes_and_reads(tmp_path, monkeypatch, compression):
-    """Fields split over time blocks (the last one padded, as zarr stores edge chunks): zarr
-    reads what the store writes, and a corrupt block of any chunk names the sample."""
-    monkeypatch.setattr(fmt, "CHUNK_TARGET_BYTES", 2 * 4 * 9 * 9)  # 2 snapshots per chunk
+    """A sample larger than the chunk target is split along time and x (the edge chunks
+    padded, as zarr stores them): zarr reads what the store writes, each chunk's checksum and
+    moments are those of its values, and a corrupt chunk names the sample."""
+    monkeypatch.setattr(fmt, "CHUNK_TARGET_BYTES", 2 * 4 * 9 * 9)  # 2 of the 5 snapshots
     store = open_store(str(tmp_path), mode="a")
     group = store.require_group("s0", HEAT, GRID, n_samples=2, compression=compression)
-    assert group.attrs["chunk_time"] == 2 and group.chunks["fields"].blocks == 3
+    assert (group.attrs["chunk_time"], group.attrs["chunk_x"]) == (3, 6)
+    assert group.chunks["fields"].grid == (2, 1, 2, 1, 1)
     samples = [array_sample(GRID, k) for k in range(2)]
     for k, s in enumerate(samples):
         group.write(k, s)
     plain = zarr.open_group(str(tmp_path), mode="r")[group.path]
+    assert plain["fields"].chunks == (1, 3, 1, 6, 9, 1)
+    blocks = [(slice(0, 3), slice(0, 6)), (slice(0, 3), slice(6, 9))]
+    blocks += [(slice(3, 5), slice(0, 6)), (slice(3, 5), slice(6, 9))]
     for k, s in enumerate(samples):
         np.testing.assert_array_equal(plain["fields"][k], s.fields)
         np.testing.assert_array_equal(group.read(k), s.fields)
-        assert plain["seed"][k] == k and plain["checksum"][k] == group.checksums()[k]
-        np.testing.assert_array_equal(plain["moments"][k], sample_moments(s.fields))
+        assert plain["seed"][k] == k
+        parts = [s.fields[t, :, x] for t, x in blocks]
+        assert plain["checksum"][k].reshape(-1).tolist() == [checksum(p) for p in parts]
+        np.testing.assert_array_equal(
+            plain["moments"][k].reshape(4, 1, 3), [sample_moments(p) for p in parts]
+        )
+        assert group.checksums()[k] == sample_checksum(plain["checksum"][k])
         assert json.loads(str(plain["provenance"][k])) == s.provenance
-    (tmp_path / group.path / "fields/c.1.2.0.0.0.0").write_bytes(b"\x07" * 40)
+    np.testing.assert_allclose(
+        group.moments(), sample_moments(np.concatenate([s.fields for s in samples])), rtol=1e-12
+    )
+    (tmp_path / group.path / "fields/c.1.1.0.1.0.0").write_bytes(b"\x07" * 40)
     with pytest.raises(StoreError, match=r"s0/heat/2d_n9_t5 sample 1: .*corrupt"):
         open_store(str(tmp_path)).group(group.path).read(1)
     verify_problems = store_problems(open_store(str(tmp_path)))[group.path]
