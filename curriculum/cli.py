@@ -17,8 +17,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pdeladder.errors import UserInputError
-
 if TYPE_CHECKING:
     from pdeladder.curriculum.generation import MaterializeSummary, ProgressEvent
 
@@ -201,9 +199,9 @@ def run_materialize(
 def materialize_cmd(
     file: CurriculumFile,
     stage: Annotated[
-        list[str] | None, typer.Option("--stage", help="Stage to materialize (repeatable).")
+        list[str] | None,
+        typer.Option("--stage", help="Stage to materialize (repeatable; default all)."),
     ] = None,
-    all_stages: Annotated[bool, typer.Option("--all", help="Materialize every stage.")] = False,
     store: Annotated[
         str | None, typer.Option("--store", help="Store URL (default: the curriculum's store).")
     ] = None,
@@ -219,8 +217,6 @@ def materialize_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Solve the samples of the chosen stages on Ray actors into the store; a rerun resumes."""
-    if bool(stage) == all_stages:
-        raise UserInputError("materialize needs either --stage NAME (repeatable) or --all")
     summary = run_materialize(file, stage, store, workers, address, weights, retry_failed, as_json)
     if summary.failed:
         raise typer.Exit(1)

@@ -120,9 +120,9 @@ def _check_writable(url: str, storage_options: dict | None) -> None:
         if p.is_dir() and any(p.iterdir()) and not (p / "zarr.json").exists():
             raise StoreError(f"{url}: directory is not empty and is not a zarr store")
         existing = next(a for a in (p, *p.parents) if a.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        if not existing.is_dir() or (existing == p and not os.access(p, os.W_OK | os.X_OK)):
             raise StoreError(f"{url}: cannot write under {existing}")
-        if existing != p:  # its folder is still to be made (root passes os.access on /proc too)
+        if existing != p:  # its folder is to be made: try (root passes os.access even on /proc)
             probe = existing / f".pdeladder-write-probe-{uuid.uuid4().hex}"
             try:
                 probe.mkdir()

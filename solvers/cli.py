@@ -143,7 +143,7 @@ def solve(
     ] = 32,
     snapshots: Annotated[
         int | None,
-        typer.Option("--snapshots", help="Stored time levels T [default: 11; steady: 1]."),
+        typer.Option("--snapshots", help="Stored time levels T.", show_default="11; steady: 1"),
     ] = None,
     param: Annotated[
         list[str] | None,

@@ -26,6 +26,32 @@ def test_help_reads_at_every_level():
         assert out.returncode == 0 and "Usage" in out.stdout, sub
 
 
+def test_every_help_text_is_shown_whole():
+    """Rich markup must not eat a help text's brackets (``[default: ...]`` once vanished)."""
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from pdeladder.cli import app
+
+    def commands(cmd, path):
+        yield path, cmd
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from commands(sub, [*path, name])
+
+    seen = 0
+    for path, cmd in commands(get_command(app), []):
+        out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400"}, color=False)
+        assert out.exit_code == 0, (path, out.output)
+        shown = " ".join(out.output.split())
+        for param in cmd.params:
+            if param.help:
+                assert " ".join(param.help.split()) in shown, (path, param.help)
+                seen += 1
+    assert seen > 40
+    solve = CliRunner().invoke(app, ["solve", "--help"], env={"COLUMNS": "400"}, color=False)
+    assert "Stored time levels T. [default: (11; steady: 1)]" in solve.output
+
+
 def test_solvers_list_json_describes_every_family():
     out = run("solvers", "list", "--json")
     assert out.returncode == 0, out.stderr
@@ -60,7 +86,10 @@ def test_convergence_json_reports_rows_and_rates():
         (["solve", "heat", "--resolution", "0", "--out", "{out}"], "resolution"),
         (["solve", "heat", "--dim", "4", "--out", "{out}"], "dimensions"),
         (["solve", "darcy", "--snapshots", "5", "--out", "{out}"], "steady"),
-        (["solve", "heat", "--out", "/proc/forbidden/store.zarr"], "/proc/forbidden"),
+        (
+            ["solve", "heat", "--out", "/proc/forbidden/store.zarr"],
+            "/proc/forbidden/store.zarr: cannot create it: making a folder in /proc fails (",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, args, message):

@@ -49,7 +49,7 @@ def test_sigkilled_driver_resumes_bit_identical(ray_local: None, tmp_path: Path)
     cmd = [Path(sys.executable).parent / "pdeladder", "curriculum", "materialize", str(file)]
     address = ray.get_runtime_context().gcs_address  # the driver joins the session's cluster
     driver = subprocess.Popen(
-        [*cmd, "--all", "--store", killed, "--workers", "2", "--address", address, "--json"],
+        [*cmd, "--store", killed, "--workers", "2", "--address", address, "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

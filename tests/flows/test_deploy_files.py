@@ -141,7 +141,7 @@ def test_dockerfile_installs_every_package_and_the_same_ray():
     "command",
     [
         "pdeladder flows serve --port 4300 --limit 2",
-        "pdeladder curriculum materialize examples/quickstart.yaml --all --workers 4",
+        "pdeladder curriculum materialize examples/quickstart.yaml --workers 4",
     ],
 )
 def test_commands_in_the_docs_parse(command: str):
