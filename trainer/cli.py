@@ -10,19 +10,25 @@ from rich.table import Table
 
 
 def train(
-    file: Annotated[Path, typer.Argument(help="curriculum YAML file")],
+    file: Annotated[Path, typer.Argument(help="Curriculum YAML file.")],
     stage: Annotated[
-        list[str] | None, typer.Option("--stage", help="train only this stage (repeatable)")
+        list[str] | None, typer.Option("--stage", help="Stage to train (repeatable; default all).")
     ] = None,
-    store: Annotated[str | None, typer.Option(help="store URL (default: the curriculum's)")] = None,
-    workers: Annotated[int, typer.Option(help="Ray Train workers")] = 2,
+    store: Annotated[
+        str | None, typer.Option(help="Store URL (default: the curriculum's store).")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Ray Train workers.")] = 2,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: local)")
+        str | None, typer.Option(help="Ray cluster to join (default: start a local one).")
     ] = None,
-    run_dir: Annotated[Path, typer.Option(help="where models and metrics go")] = Path("runs/train"),
-    gpu: Annotated[bool, typer.Option(help="one GPU per worker (NCCL, bf16)")] = False,
-    activation_checkpointing: Annotated[bool, typer.Option(help="recompute activations")] = False,
-    checkpoint_every: Annotated[int, typer.Option(help="steps between checkpoints")] = 50,
+    run_dir: Annotated[Path, typer.Option(help="Where models and metrics go.")] = Path(
+        "runs/train"
+    ),
+    gpu: Annotated[bool, typer.Option(help="One GPU per worker (NCCL, bf16).")] = False,
+    activation_checkpointing: Annotated[
+        bool, typer.Option(help="Recompute activations in the backward pass.")
+    ] = False,
+    checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints.")] = 50,
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train."""
     from pdeladder.trainer.training.run import train_curriculum
@@ -43,10 +49,10 @@ def train(
 
 
 def evaluate(
-    checkpoint: Annotated[Path, typer.Argument(help="model folder (model.json + weights)")],
-    store: Annotated[str, typer.Option(help="store URL to evaluate on")],
-    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
-    out: Annotated[Path | None, typer.Option(help="write report.md/.json and PNGs here")] = None,
+    checkpoint: Annotated[Path, typer.Argument(help="Model folder (model.json + weights).")],
+    store: Annotated[str, typer.Option(help="Store URL to evaluate on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Write report.md/.json and PNGs here.")] = None,
 ) -> None:
     """nRMSE, frequency bands, conservation, boundary error, residual, super-resolution."""
     from pdeladder.trainer.evaluate import evaluate_checkpoint
