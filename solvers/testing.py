@@ -144,7 +144,7 @@ class FamilyContract:
     # -- parallel ----------------------------------------------------------------------------
 
     @pytest.mark.mpi
-    def test_two_ranks_agree_with_one(self, fam: Family, sample) -> None:
+    def test_two_ranks_agree_with_one(self, fam: Family, sample, tmp_path) -> None:
         res, snaps = self.sample_size
         script = (
             "from mpi4py import MPI\n"
@@ -155,7 +155,7 @@ class FamilyContract:
             "assert s.ok, s.stats.reason\n"
             "if MPI.COMM_WORLD.rank == 0: np.save(sys.argv[1], s.fields)\n"
         )
-        out = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"mpi_{self.family}_{os.getpid()}.npy")
+        out = str(tmp_path / "parallel.npy")
         mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         subprocess.run(
@@ -165,7 +165,6 @@ class FamilyContract:
             timeout=600,
         )
         parallel = np.load(out)
-        os.unlink(out)
         scale = float(np.abs(sample.fields).max())
         np.testing.assert_allclose(parallel, sample.fields, atol=1e-5 * scale, rtol=0)
 

@@ -96,9 +96,12 @@ def unused_port() -> int:
 
 
 @pytest.fixture
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on."""
-    return unused_port()
+def free_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that nothing listens on: bound by this fixture, never listening, so
+    no other process can take it while the test runs (connections to it are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 @dataclass(frozen=True)
