@@ -144,3 +144,26 @@ def test_plot_writes_a_png(tmp_path, dim):
     )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_an_unfinished_write_is_missing_not_corrupt(tmp_path):
+    """After a crash mid-write (its fields landed, its checksum chunk truncated, no status) a
+    sample is missing, with a note that its leftovers are overwritten, not a structure error;
+    a committed sample's truncated checksum chunk stays a structure error naming it."""
+    url = str(tmp_path / "store")
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=4)
+    for k in range(3):
+        group.write(k, array_sample(GRID, k))
+    folder = tmp_path / "store" / PATH
+    (folder / "status" / "c.2").unlink()  # the commit never came
+    (folder / "checksum" / "c.2.0.0").write_bytes(b"\x01")  # truncated by a full disk
+    report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
+    named = {p["path"].rsplit(" ", 1)[-1]: p for p in report["problems"]}
+    assert set(named) == {"2", "3"} and {p["kind"] for p in named.values()} == {"values"}
+    assert "did not finish" in named["2"]["message"]
+    assert "overwritten" in named["2"]["message"]
+    assert named["3"]["message"] == "missing (never written)"
+    group.write(2, array_sample(GRID, 2))  # the rerun resumes it
+    (folder / "checksum" / "c.1.0.0").write_bytes(b"\x01")
+    (problem,) = verify_module.store_problems(open_store(url))[PATH]
+    assert problem.kind == "structure" and "sample 1: cannot read checksum" in problem.message
