@@ -8,6 +8,9 @@ processes may :meth:`Group.write` different samples of one fixed-size group at o
 creation is race-safe: every writer creates the same deterministic metadata and tolerates
 finding it already there. An appendable group (``n_samples=None``) has one writer at a time.
 A sample's ``status`` is written after its data; a failed sample records its reason, never data.
+A large sample may be written by several processes, each its own x slab of whole chunks
+(:meth:`Group.write_slab`), then committed by one (:meth:`Group.commit`), and read in time or x
+slabs (:meth:`Group.read_slab`), each chunk read checked against its own checksum.
 
 Example::
 
