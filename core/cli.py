@@ -1,8 +1,8 @@
 """The ``pdeladder`` command line: small commands over the library.
 
 Each layer owns its sub-application (``solvers``, ``store``, ``curriculum``, ``flows``) and its
-top-level commands (``solve``, ``train``, ``evaluate``); this module only assembles them and turns
-:class:`~pdeladder.errors.PdeladderError` into a one-line message and exit code 2.
+top-level commands (``solve``, ``train``, ``evaluate``, ``predict``); this module only assembles
+them and turns :class:`~pdeladder.errors.PdeladderError` into a one-line message and exit code 2.
 """
 
 import typer
@@ -40,6 +40,7 @@ def _register() -> None:
 
     app.command("train")(trainer_cli.train)
     app.command("evaluate")(trainer_cli.evaluate)
+    app.command("predict")(trainer_cli.predict)
 
 
 _register()

@@ -3,7 +3,13 @@
 For every group of a family the model knows (the held-out samples of the groups it trained on,
 all samples of groups at other resolutions, which test zero-shot super-resolution when finer):
 
-- nRMSE per channel (relative L2, physical units);
+- nRMSE per channel (relative L2 with trapezoidal weights over space-time, physical units, mean
+  over samples), beside the same nRMSE of the trivial baseline on the same samples and the ratio
+  model / baseline (below 1: the model beats it). The baseline is persistence ``u(t) = u(0)``
+  for time-dependent groups and, for steady ones, the mean field of the group's training
+  samples (the trainer's held-out rule, :func:`pdeladder.trainer.training.data.split`; for a
+  group the model never trained on, the mean field of all its samples, the evaluated ones
+  among them, which is harder to beat);
 - RMSE in low / mid / high spatial-frequency bands (thirds of the resolved radial wavenumbers);
 - conservation error: change of the spatial mean over time, prediction against truth, relative
   to the truth's spread;
@@ -24,12 +30,18 @@ import torch
 
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.losses.data import relative_errors
 from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.predict import knows
 from pdeladder.trainer.training.data import StoreBatches
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, sample_scores
+
+#: Scores averaged over a family's groups, weighted by their samples.
+FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
+#: Relative margin by which a model's nRMSE must undercut its baseline's to beat it.
+BEAT_MARGIN = 1e-4
 
 
 def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
@@ -59,21 +71,66 @@ def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
     return m
 
 
-def group_report(pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout) -> dict[str, Any]:
-    """Metrics of one batch: ``pred`` and truth are ``(B, C, T, X, Y, Z)`` physical."""
+def channel_nrmse(pred: torch.Tensor, truth: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """nRMSE ``(B, C)`` of ``pred`` against ``truth`` (``(B, C, T, X, Y, Z)``, physical): the
+    relative trapezoidal L2 error per sample and channel, 0 where ``predicted`` ``(B, C)`` is
+    false. A group's nRMSE is its mean over samples and predicted channels, for the model and
+    the baseline alike (as the trainer's held-out score)."""
+    return relative_errors(pred, truth) * predicted.to(pred.dtype)
+
+
+def mean_field(data: StoreBatches, indices: np.ndarray, batch_size: int = 8) -> torch.Tensor:
+    """Mean over samples ``indices`` of ``data``'s first group, ``(C, T, X, Y, Z)`` physical,
+    in channel slots; read batch by batch (float64 sum)."""
+    total = None
+    for start in range(0, len(indices), batch_size):
+        fields = data.load(0, indices[start : start + batch_size])["fields"]  # (B, T, C, X, Y, Z)
+        part = fields.sum(0, dtype=torch.float64)
+        total = part if total is None else total + part
+    return (total / len(indices)).float().movedim(1, 0)
+
+
+def baseline_prediction(batch: dict[str, Any], mean: torch.Tensor | None) -> torch.Tensor:
+    """The trivial baseline ``(B, C, T, X, Y, Z)`` of a batch: persistence of snapshot 0 when the
+    batch has several snapshots, else the steady mean field ``mean`` ``(C, 1, X, Y, Z)``."""
+    truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
+    if truth.shape[2] > 1:
+        return truth[:, :, :1].expand_as(truth)
+    return mean[None].expand_as(truth)
+
+
+def ratio(model: float, baseline: float) -> float | None:
+    """model / baseline nRMSE; None where the baseline is exact (nothing to beat)."""
+    return model / baseline if baseline > 0 else None
+
+
+def beats(model: float, baseline: float) -> bool:
+    """Whether the model's nRMSE is below its baseline's by more than float32 rounding (a model
+    that computes the baseline itself, as an untrained zero update does, does not beat it)."""
+    return model < (1 - BEAT_MARGIN) * baseline
+
+
+def group_report(
+    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout, baseline: torch.Tensor
+) -> dict[str, Any]:
+    """Metrics of one batch: ``pred``, ``baseline`` and truth are ``(B, C, T, X, Y, Z)`` physical."""
     truth = batch["fields"].movedim(2, 1)
     grid = batch["grid"]
     slots = [i for i, p in enumerate(batch["predicted"][0].tolist()) if p]
-    nrmse, residual = sample_scores(pred, batch, layout)
+    _, residual = sample_scores(pred, batch, layout)
     _, truth_residual = sample_scores(truth, batch, layout)
-    per_channel, bands, conservation, boundary = {}, {}, {}, {}
+    scores = {
+        who: channel_nrmse(p, truth, batch["predicted"])
+        for who, p in (("model", pred), ("baseline", baseline))
+    }  # (B, C) each
+    per_channel = {
+        who: {layout.slots[s]: float(e[:, s].mean()) for s in slots} for who, e in scores.items()
+    }
+    bands, conservation, boundary = {}, {}, {}
     bmask = boundary_mask(grid.shape, grid.dim)
     for s in slots:
         p, t = pred[:, s], truth[:, s]  # (B, T, X, Y, Z)
         name = layout.slots[s]
-        per_channel[name] = float(
-            ((p - t).square().mean() / t.square().mean().clamp_min(1e-20)).sqrt()
-        )
         bands[name] = dict(zip(("low", "mid", "high"), band_rmse(p - t, grid.dim), strict=True))
         drift_p = p.mean((2, 3, 4)) - p.mean((2, 3, 4))[:, :1]
         drift_t = t.mean((2, 3, 4)) - t.mean((2, 3, 4))[:, :1]
@@ -82,10 +139,18 @@ def group_report(pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout) 
         boundary[name] = float(
             ((pb - tb).square().mean() / tb.square().mean().clamp_min(1e-20)).sqrt()
         )
+    nrmse = {who: float(e[:, slots].mean()) for who, e in scores.items()}
     return {
-        "samples": len(nrmse),
-        "nrmse": float(nrmse.mean()),
-        "nrmse_per_channel": per_channel,
+        "samples": truth.shape[0],
+        "nrmse": nrmse["model"],
+        "nrmse_per_channel": per_channel["model"],
+        "baseline_nrmse": nrmse["baseline"],
+        "baseline_nrmse_per_channel": per_channel["baseline"],
+        "ratio": ratio(nrmse["model"], nrmse["baseline"]),
+        "ratio_per_channel": {
+            c: ratio(v, per_channel["baseline"][c]) for c, v in per_channel["model"].items()
+        },
+        "beats_baseline": beats(nrmse["model"], nrmse["baseline"]),
         "rmse_bands": bands,
         "conservation_error": conservation,
         "boundary_error": boundary,
@@ -110,9 +175,7 @@ def evaluate_checkpoint(
     plots = []
     for path in store.groups():
         g = store.group(path)
-        if g.family not in layout.families or not set(
-            get_family(g.family).channel_names(g.grid.dim)
-        ) <= set(layout.slots):
+        if not knows(layout, g):
             continue  # a family, or a dimension of it, the model has no channel slots for
         seen = path in trained
         data = StoreBatches(
@@ -127,7 +190,12 @@ def evaluate_checkpoint(
             continue
         batch = data.load(0, test[:16])
         pred = predict(model, processor, batch)
-        report = group_report(pred, batch, layout)
+        mean, baseline = None, "persistence"
+        if g.grid.snapshots == 1:
+            mean = mean_field(data, data.train[0] if seen else test)
+            baseline = "training mean field" if seen else "group mean field"
+        report = group_report(pred, batch, layout, baseline_prediction(batch, mean))
+        report["baseline"] = baseline
         fam_dim = f"{g.family}/{g.grid.dim}d"
         report["kind"] = (
             "held_out" if seen else ("other_resolution" if fam_dim in trained_res else "unseen")
@@ -136,15 +204,19 @@ def evaluate_checkpoint(
         plots.append((path, pred, batch))
     if not groups:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
-    families: dict[str, dict[str, float]] = {}
+    families: dict[str, dict[str, Any]] = {}
     for path, r in groups.items():
-        f = families.setdefault(path.split("/")[1], {"nrmse": 0.0, "residual": 0.0, "samples": 0})
-        f["nrmse"] += r["nrmse"] * r["samples"]
-        f["residual"] += r["residual"] * r["samples"]
+        f = families.setdefault(
+            path.split("/")[1], {**dict.fromkeys(FAMILY_SCORES, 0.0), "samples": 0}
+        )
+        for key in FAMILY_SCORES:
+            f[key] += r[key] * r["samples"]
         f["samples"] += r["samples"]
     for f in families.values():
-        f["nrmse"] /= f["samples"]
-        f["residual"] /= f["samples"]
+        for key in FAMILY_SCORES:
+            f[key] /= f["samples"]
+        f["ratio"] = ratio(f["nrmse"], f["baseline_nrmse"])
+        f["beats_baseline"] = beats(f["nrmse"], f["baseline_nrmse"])
     report = {
         "checkpoint": str(checkpoint),
         "store": store_url,
@@ -154,6 +226,21 @@ def evaluate_checkpoint(
     if out_dir is not None:
         write_report(report, plots, layout, Path(out_dir))
     return report
+
+
+def ratio_cell(scores: dict[str, Any]) -> str:
+    """A report's ratio, flagged where the model does not beat its baseline."""
+    r = scores["ratio"]
+    text = "-" if r is None else f"{r:.3g}"
+    return text if scores["beats_baseline"] else f"{text} (not better than baseline)"
+
+
+def channel_cell(scores: dict[str, Any]) -> str:
+    """``u: 0.12 / 0.5, v: ...``: a group's nRMSE per channel, model / baseline."""
+    base = scores["baseline_nrmse_per_channel"]
+    return ", ".join(
+        f"{c}: {v:.3g} / {base[c]:.3g}" for c, v in scores["nrmse_per_channel"].items()
+    )
 
 
 def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: Path) -> None:
@@ -166,15 +253,23 @@ def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: P
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     lines = [f"# Evaluation of `{report['checkpoint']}`", "", f"Store: `{report['store']}`", ""]
-    lines += ["| family | nRMSE | residual | samples |", "|---|---|---|---|"]
     lines += [
-        f"| {n} | {f['nrmse']:.4g} | {f['residual']:.4g} | {f['samples']} |"
+        "nRMSE of the model beside its trivial baseline on the same samples (persistence "
+        "u(t) = u(0); steady: the training mean field); ratio = model / baseline.",
+        "",
+        "| family | nRMSE | baseline | ratio | residual | samples |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {n} | {f['nrmse']:.4g} | {f['baseline_nrmse']:.4g} | {ratio_cell(f)} | "
+        f"{f['residual']:.4g} | {f['samples']} |"
         for n, f in report["families"].items()
     ]
     lines += [
         "",
-        "| group | kind | nRMSE | residual (data) | bands low/mid/high | conservation | boundary |",
-        "|---|---|---|---|---|---|---|",
+        "| group | kind | nRMSE | baseline | ratio | per channel: model / baseline | "
+        "residual (data) | bands low/mid/high | conservation | boundary |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path, r in report["groups"].items():
         b = "; ".join(
@@ -184,7 +279,9 @@ def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: P
         cons = ", ".join(f"{v:.2g}" for v in r["conservation_error"].values())
         bnd = ", ".join(f"{v:.2g}" for v in r["boundary_error"].values())
         lines.append(
-            f"| {path} | {r['kind']} | {r['nrmse']:.4g} | {r['residual']:.3g} ({r['residual_of_data']:.3g}) | {b} | {cons} | {bnd} |"
+            f"| {path} | {r['kind']} | {r['nrmse']:.4g} | {r['baseline_nrmse']:.4g} "
+            f"({r['baseline']}) | {ratio_cell(r)} | {channel_cell(r)} | {r['residual']:.3g} "
+            f"({r['residual_of_data']:.3g}) | {b} | {cons} | {bnd} |"
         )
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for path, pred, batch in plots:

@@ -1,0 +1,80 @@
+"""`pdeladder evaluate` reports each group's trivial baseline beside the model's nRMSE: checked
+against hand computations on a store of known fields."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pdeladder.cli import app
+from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.training.data import split
+
+HELD_OUT = 0.3
+
+
+def trapezoid(n: int) -> np.ndarray:
+    w = np.ones(n)
+    w[0] = w[-1] = 0.5
+    return w
+
+
+def test_persistence_and_mean_field_baselines_match_hand_computation(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    url, (heat, darcy) = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, known_store.paths, persistence=True)
+    report = evaluate_checkpoint(ckpt, url, tmp_path / "eval", held_out=HELD_OUT)
+    train, test = split(np.arange(known_store.samples), HELD_OUT)
+    assert len(test) == 3
+
+    # Persistence of u = a_i(t) phi(x): the spatial factor cancels in the relative error.
+    w = trapezoid(known_store.heat_grid.snapshots)
+    a = np.array([known_store.heat(i)[:, 0, 0, 0, 0] for i in test])  # (samples, T)
+    hand = np.sqrt((w * (a[:, :1] - a) ** 2).sum(1) / (w * a**2).sum(1)).mean()
+    r = report["groups"][heat]
+    assert r["baseline"] == "persistence"
+    assert r["baseline_nrmse"] == pytest.approx(hand, rel=1e-5)
+    assert r["baseline_nrmse_per_channel"] == {"u": pytest.approx(hand, rel=1e-5)}
+    # This model returns its input state: it is the baseline, ratio 1, and does not beat it.
+    assert r["nrmse"] == pytest.approx(hand, rel=1e-5)
+    assert r["ratio"] == pytest.approx(1.0, abs=1e-5)
+    assert r["ratio_per_channel"]["u"] == pytest.approx(1.0, abs=1e-5)
+    assert not r["beats_baseline"] and not report["families"]["heat"]["beats_baseline"]
+
+    # Mean field of the training samples p = c_i psi(x): error |c_j - mean c| / c_j.
+    c = 1.0 + np.arange(known_store.samples)
+    hand = (np.abs(c[test] - c[train].mean()) / c[test]).mean()
+    r = report["groups"][darcy]
+    assert r["baseline"] == "training mean field"
+    assert list(r["baseline_nrmse_per_channel"]) == ["p"]  # the input channel a is not scored
+    assert r["baseline_nrmse"] == pytest.approx(hand, rel=1e-5)
+    # Its model predicts p's mean over every sample, a constant: scored the same way.
+    p = np.array([known_store.darcy(i)[0, 1, :, 0, 0] for i in test])
+    mean = np.array([known_store.darcy(i)[0, 1] for i in range(known_store.samples)]).mean()
+    wx = trapezoid(p.shape[1])
+    model = np.sqrt((wx * (p - mean) ** 2).sum(1) / (wx * p**2).sum(1)).mean()
+    assert r["nrmse"] == pytest.approx(model, rel=1e-4)
+    assert r["ratio"] == pytest.approx(model / hand, rel=1e-4) and r["ratio"] < 1
+    assert r["beats_baseline"]
+
+    fam = report["families"]["darcy"]
+    assert fam["baseline_nrmse"] == pytest.approx(hand, rel=1e-5)
+    assert fam["ratio"] == pytest.approx(r["ratio"]) and fam["beats_baseline"]
+    md = (tmp_path / "eval" / "report.md").read_text()
+    assert "not better than baseline" in md and "training mean field" in md
+    assert json.loads((tmp_path / "eval" / "report.json").read_text()) == report
+
+
+def test_evaluate_command_prints_baseline_and_ratio(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    url, paths = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, paths)
+    wide = {"COLUMNS": "300"}  # rich folds cells to the terminal width
+    result = CliRunner().invoke(app, ["evaluate", str(ckpt), "--store", url], env=wide)
+    assert result.exit_code == 0, result.output
+    for text in ("baseline", "ratio", "persistence", "training mean field", paths[0]):
+        assert text in result.output

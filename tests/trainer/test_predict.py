@@ -1,0 +1,171 @@
+"""`pdeladder predict` writes a model's rollouts into a store of the input's format: fields equal
+the model applied to the inputs, everything else is the source's, and the store reads back
+through xarray, `store verify`, `store plot` and `evaluate`."""
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+from pdeladder.cli import app
+from pdeladder.dataset.store import open_store
+from pdeladder.dataset.verify import verify
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.training.data import make_batch, split
+from pdeladder.trainer.training.layout import SlotLayout
+from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.training.validation import predict
+
+runner = CliRunner()
+EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+
+
+def trapezoid(n: int) -> np.ndarray:
+    w = np.ones(n)
+    w[0] = w[-1] = 0.5
+    return w
+
+
+def model_output(ckpt: Path, group, index: int) -> np.ndarray:
+    """The model applied to sample ``index``'s inputs, ``(T, C_f, X, Y, Z)`` physical."""
+    model, meta = load_model(ckpt)
+    layout = SlotLayout.from_json(meta["layout"])
+    fields = group.read(index)[None]
+    batch = make_batch(layout, group.family, group.grid, fields, group.params()[[index]], True)
+    pred = predict(model.eval(), DataProcessor(layout), batch)  # (1, C_slots, T, X, Y, Z)
+    slots = layout.slot_indices(get_family(group.family), group.grid.dim)
+    return pred[0, slots].movedim(0, 1).numpy()
+
+
+@pytest.fixture
+def predicted(known_store, operator_checkpoint, tmp_path: Path) -> tuple[Path, str]:
+    """(checkpoint, predicted store URL) written by `pdeladder predict`."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = str(tmp_path / "pred.zarr")
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--batch-size", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, "".join(traceback.format_exception(result.exception))
+    assert "wrote 20 predicted samples in 2 group(s)" in result.output
+    return ckpt, out
+
+
+def test_predicted_store_holds_the_model_applied_to_the_inputs(known_store, predicted):
+    ckpt, out = predicted
+    source, pred = open_store(known_store.url), open_store(out)
+    assert pred.groups() == source.groups()
+    for path in source.groups():
+        s, p = source.group(path), pred.group(path)
+        assert p.attrs["prediction"]["checkpoint"] == str(ckpt.absolute())
+        assert p.attrs["prediction"]["source_group"] == path
+        assert {
+            k: v for k, v in p.attrs.items() if k not in ("software", "normalization", "prediction")
+        } == {k: v for k, v in s.attrs.items() if k not in ("software", "normalization")}
+        np.testing.assert_array_equal(p.params(), s.params())
+        np.testing.assert_array_equal(p.column("seed"), s.column("seed"))
+        assert (p.status() == 1).all()
+        inputs = [c["role"] == "input" for c in s.attrs["channels"]]
+        for i in range(s.n_samples):
+            got, truth, expected = p.read(i), s.read(i), model_output(ckpt, s, i)
+            outputs = ~np.array(inputs)
+            scale = np.abs(expected).max()
+            np.testing.assert_allclose(
+                got[:, outputs], expected[:, outputs], rtol=0, atol=1e-6 * scale
+            )
+            np.testing.assert_array_equal(got[:, inputs], truth[:, inputs])  # given, copied
+            if s.grid.snapshots > 1:
+                np.testing.assert_array_equal(got[0], truth[0])  # the initial condition
+            assert not np.array_equal(
+                got[:, outputs], truth[:, outputs]
+            )  # a prediction, not a copy
+            info = p.info(i)
+            assert info["provenance"]["source_index"] == i
+            assert info["provenance"]["checkpoint"] == str(ckpt.absolute())
+
+
+def test_predicted_store_verifies_plots_and_reads_in_xarray(known_store, predicted, tmp_path):
+    _, out = predicted
+    verify(out)
+    result = runner.invoke(app, ["store", "verify", out, "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["ok"], result.output
+    heat = known_store.paths[0]
+    png = tmp_path / "heat.png"
+    result = runner.invoke(
+        app, ["store", "plot", out, "--group", heat, "--sample", "2", "--out", str(png)]
+    )
+    assert result.exit_code == 0, result.output
+    assert png.stat().st_size > 0
+    ds = xr.open_zarr(out, group=heat, consolidated=False)
+    np.testing.assert_array_equal(ds["fields"][4].values, open_store(out).group(heat).read(4))
+
+
+def test_evaluate_on_the_predicted_store_scores_the_model_against_itself(known_store, predicted):
+    ckpt, out = predicted
+    own = evaluate_checkpoint(ckpt, out)
+    assert set(own["groups"]) == set(known_store.paths)
+    for r in own["groups"].values():
+        assert r["kind"] == "held_out"
+        assert r["nrmse"] < 1e-6  # the model reproduces its own rollouts from the same inputs
+    # Against the truth, evaluate scores what predict wrote: the predicted store's error on the
+    # held-out samples, computed here with the trapezoidal relative L2 by hand.
+    truth = evaluate_checkpoint(ckpt, known_store.url)
+    source, pred = open_store(known_store.url), open_store(out)
+    _, held_out = split(np.arange(known_store.samples), 0.1)
+    for path, r in truth["groups"].items():
+        outputs = [c["role"] == "output" for c in source.group(path).attrs["channels"]]
+        errors = []
+        for i in held_out:
+            u, p = source.group(path).read(i)[:, outputs], pred.group(path).read(i)[:, outputs]
+            w = (
+                np.ones(u.shape[0])[:, None, None, None, None]
+                * trapezoid(u.shape[2])[:, None, None]
+            )
+            if u.shape[0] > 1:
+                w = w * trapezoid(u.shape[0])[:, None, None, None, None]
+            errors.append(np.sqrt((w * (p - u) ** 2).sum() / (w * u**2).sum()))
+        assert r["nrmse"] == pytest.approx(np.mean(errors), rel=1e-4)
+
+
+def test_groups_option_predicts_only_those(known_store, operator_checkpoint, tmp_path: Path):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = str(tmp_path / "pred.zarr")
+    darcy = known_store.paths[1]
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--groups", darcy]
+    assert runner.invoke(app, args).exit_code == 0
+    assert open_store(out).groups() == [darcy]
+
+
+@pytest.mark.parametrize("case", ["unknown group", "missing checkpoint", "non-empty out"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    case, known_store, operator_checkpoint, tmp_path: Path
+):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = tmp_path / "pred.zarr"
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", str(out)]
+    if case == "unknown group":
+        args += ["--groups", "s/heat/1d_n99_t5"]
+    elif case == "missing checkpoint":
+        args[1] = str(tmp_path / "nowhere")
+    else:
+        out.mkdir()
+        (out / "keep.txt").write_text("mine")
+    result = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stderr
+    message = result.stderr.strip()
+    assert "\n" not in message and message.startswith("error:") and result.stdout == ""
+    if case == "non-empty out":
+        assert "--force" in message
+        assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+        forced = runner.invoke(app, [*args, "--force"])
+        assert forced.exit_code == 0, forced.output
+        assert open_store(str(out)).groups() == sorted(known_store.paths)
+    else:
+        assert not out.exists()
