@@ -1019,9 +1019,11 @@ _X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1}
 
 
 def sample_checksum(chunk_checksums: np.ndarray) -> int:
-    """The checksum of a whole version-5 sample: CRC-32C of its chunks' checksums
-    ``(BT, BX)`` as uint32 little-endian C-order bytes."""
-    return google_crc32c.value(np.ascontiguousarray(chunk_checksums, "<u4").tobytes())
+    """The checksum of a whole version-5 sample from its chunks' checksums ``(BT, BX)``: the
+    one chunk's (the CRC-32C of the fields, as before version 5) when it has one, else the
+    CRC-32C of them as uint32 little-endian C-order bytes."""
+    crcs = np.ascontiguousarray(chunk_checksums, "<u4")
+    return int(crcs.reshape(-1)[0]) if crcs.size == 1 else google_crc32c.value(crcs.tobytes())
 
 
 def _writers() -> futures.ThreadPoolExecutor:

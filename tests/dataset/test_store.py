@@ -38,6 +38,7 @@ def test_fixed_group_round_trip(store_url, heat_samples):
     assert info["seed"] == 1 and info["params"]["diffusivity"] == pytest.approx(0.025)
     assert info["stats"]["dofs"] == 81 and info["stats"]["krylov_iterations"] > 0
     assert info["provenance"]["element"] == "P1"
+    assert reread.checksums()[1] == checksum(heat_samples[0].fields)  # one chunk: its CRC
     assert reread.attrs["config_hash"] == "abc"
     assert reread.attrs["software"]["dolfinx"] and reread.attrs["software"]["petsc"]
     assert open_store(store_url).groups() == ["s0/heat/2d_n9_t5"]
