@@ -84,3 +84,32 @@ def test_processor_round_trip(heat_batch):
     assert x.shape == (2, layout.in_channels, 9, 17, 17, 1)
     back = proc.physical(proc.normalised(batch), family)
     torch.testing.assert_close(back, batch["fields"].movedim(2, 1))
+
+
+def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
+    from pdeladder.trainer.distributed.slab import DomainLayout
+
+    shape = (17, 9, 5, 1)
+    layout = DomainLayout(t=4, x=2)
+    whole = trapezoid_weights(shape)
+    for i in range(layout.size):
+        slab = layout.slab(shape, i)
+        part = whole[slab.lo[0] : slab.hi[0], slab.lo[1] : slab.hi[1]]
+        assert torch.equal(trapezoid_weights(shape, slab=slab), part)
+
+
+def test_a_later_time_slab_needs_the_initial_state(heat_batch):
+    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.losses.equation import family_views
+
+    batch, layout = heat_batch
+    truth = batch["fields"].movedim(2, 1)
+    slab = DomainLayout(t=2).slab(truth.shape[2:], 1)
+    part = dict(batch, fields=batch["fields"][:, slab.lo[0] :])
+    with pytest.raises(ValueError, match="initial"):
+        family_views(truth[:, :, slab.lo[0] :], part, layout, slab)
+    part["initial"] = batch["fields"][:, :1]
+    ((_, _, _, trivial, _),) = family_views(truth[:, :, slab.lo[0] :], part, layout, slab)
+    torch.testing.assert_close(
+        trivial[:, :, 0], batch["fields"][:, :1, 0].expand_as(trivial[:, :, 0])
+    )
