@@ -83,6 +83,22 @@ class Training(BaseModel):
         None, ge=1, description="Fourier modes kept per axis in this stage (grow with resolution)"
     )
     self_improvement: SelfImprovement | None = None
+    domain_ranks: int | Literal["auto"] = Field(
+        1,
+        description="ranks that split each sample along x; auto: the fewest whose predicted "
+        "peak memory fits memory_budget_gb",
+    )
+    memory_budget_gb: float | None = Field(
+        None, gt=0, description="per-rank memory for the training tensors (domain_ranks: auto)"
+    )
+
+    @model_validator(mode="after")
+    def _domain_ranks(self) -> "Training":
+        if self.domain_ranks == "auto" and self.memory_budget_gb is None:
+            raise ValueError("domain_ranks: auto needs memory_budget_gb")
+        if isinstance(self.domain_ranks, int) and self.domain_ranks < 1:
+            raise ValueError(f"domain_ranks must be at least 1, got {self.domain_ranks}")
+        return self
 
 
 class Model(BaseModel):

@@ -17,6 +17,7 @@ from pdeladder.trainer.distributed.collectives import sum_replicated
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import padding as pad_of
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 
@@ -31,10 +32,11 @@ CASES = {
         ("2d steady x", (1, 12, 9, 1), (1, 4, 3, 1), (1, 2), 3, 0.25, False),
     ],
     4: [
-        ("1d x 17 over 4", (9, 17, 1, 1), (3, 4, 1, 1), (1, 4), 2, 0.25, False),
+        ("1d x 17 over 4", (9, 17, 1, 1), (3, 4, 1, 1), (1, 4), 2, 0.0, False),
+        ("1d x 40 over 4 padded", (5, 40, 1, 1), (2, 6, 1, 1), (1, 4), 1, 0.25, True),
         ("2d t×x", (6, 9, 7, 1), (2, 3, 3, 1), (2, 2), 2, 0.25, True),
-        ("3d x", (3, 9, 5, 4), (2, 3, 2, 2), (1, 4), 1, 0.25, False),
-        ("1d t 9 over 4", (9, 8, 1, 1), (3, 3, 1, 1), (4, 1), 2, 0.25, False),
+        ("3d x", (3, 24, 5, 4), (2, 3, 2, 2), (1, 4), 1, 0.25, False),
+        ("1d t 9 over 4", (9, 8, 1, 1), (3, 3, 1, 1), (4, 1), 2, 0.0, False),
     ],
 }
 #: (name, grid, modes, ranks along (t, x)): an FSDP2 + AdamW step on a (dp, domain) mesh.
@@ -77,7 +79,7 @@ def loss_of(pred, weight, domain=None):
 
 
 def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
-    dims = ParallelDims.of(dist.get_world_size(), DomainLayout(*ranks))
+    dims = ParallelDims.of(dist.get_world_size(), DomainLayout(*ranks, padding=padding))
     domain = meshes(dims)
     torch.manual_seed(1)
     plain = LadderOperator(config(modes, padding))
@@ -103,9 +105,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     loss.backward()
     shares = torch.cat([p.grad.flatten() for p in sharded.parameters()])
     dist.all_reduce(shares, group=domain.group)
-    kept = ModeSelection.of(
-        slab.padded(tuple(int(-(-padding * n // 1)) if n > 1 else 0 for n in grid)).shape, modes
-    ).block_shape
+    kept = ModeSelection.of(slab.padded(pad_of(grid, padding)).shape, modes).block_shape
     return {
         "output": rel(out_slab, local(out_plain, slab)),
         "input_grad": rel(x_slab.grad, local(x_plain.grad, slab)),
@@ -118,7 +118,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
 
 def check_step(name, grid, modes, ranks, meshes):
     world = dist.get_world_size()
-    dims = ParallelDims.of(world, DomainLayout(*ranks))
+    dims = ParallelDims.of(world, DomainLayout(*ranks, padding=0.25))
     domain = meshes(dims)
     x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
     torch.manual_seed(4)

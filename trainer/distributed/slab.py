@@ -4,16 +4,23 @@ ranks tiles the grid (:class:`DomainLayout`).
 A slab is the box ``[lo, hi)`` of a global ``(T, X, Y, Z)`` grid. Domain ranks split time and
 ``x`` (DESIGN.md, "Domain parallelism"): a layout of ``t × x`` ranks gives rank ``(i, j)`` the
 ``i``-th time range and the ``j``-th ``x`` range, each as even as the axis allows
-(:func:`bounds`: uneven splits are legal, 17 points over 4 ranks are 4, 4, 4, 5). Pure
-arithmetic: nothing here talks to other ranks.
+(:func:`bounds`: uneven splits are legal, 17 points over 4 ranks are 4, 4, 4, 5).
+
+The model appends zero padding to each axis (:func:`padding`). The split is even over the
+*padded* axis, so no rank holds much more than its share of the hidden activations: the ranks
+near an axis's end hold fewer grid points and the padding past the end (``Slab.padded_hi``).
+Pure arithmetic: nothing here talks to other ranks.
 """
 
+import math
 from dataclasses import dataclass
 
 from pdeladder.errors import UserInputError
 
 #: The axes of ``(T, X, Y, Z)`` a domain group may split, by name.
 SPLIT_AXES = {"t": 0, "x": 1}
+#: The fewest grid points a rank may hold along a split axis.
+MIN_POINTS = 2
 
 
 def bounds(n: int, parts: int, index: int) -> tuple[int, int]:
@@ -22,13 +29,25 @@ def bounds(n: int, parts: int, index: int) -> tuple[int, int]:
     return index * n // parts, (index + 1) * n // parts
 
 
+def padding(shape: tuple[int, ...], fraction: float) -> tuple[int, ...]:
+    """Zero points the model appends to each axis of ``shape``: ``⌈fraction · n⌉`` on axes with
+    points, none on singletons."""
+    return tuple(math.ceil(fraction * n) if n > 1 else 0 for n in shape)
+
+
 @dataclass(frozen=True)
 class Slab:
-    """The box ``[lo, hi)`` of the global grid ``shape`` ``(T, X, Y, Z)`` held by one rank."""
+    """The box ``[lo, hi)`` of the global grid ``shape`` ``(T, X, Y, Z)`` held by one rank.
+
+    ``padded_hi``: where this rank's part of the padded grid ends, when a layout cut the padded
+    axes evenly (:meth:`DomainLayout.slab`); ``None``: the rank holding an axis's last point
+    holds all of its padding.
+    """
 
     shape: tuple[int, int, int, int]
     lo: tuple[int, int, int, int]
     hi: tuple[int, int, int, int]
+    padded_hi: tuple[int, int, int, int] | None = None
 
     @classmethod
     def whole(cls, shape: tuple[int, ...]) -> "Slab":
@@ -48,10 +67,18 @@ class Slab:
         return (self.lo[axis], self.hi[axis]) != (0, self.shape[axis])
 
     def padded(self, pad: tuple[int, ...]) -> "Slab":
-        """The slab of the grid with ``pad[a]`` points appended to each axis: the rank holding
-        an axis's last point also holds that axis's padding."""
-        hi = tuple(h + p if h == n else h for h, p, n in zip(self.hi, pad, self.shape, strict=True))
-        return Slab(tuple(n + p for n, p in zip(self.shape, pad, strict=True)), self.lo, hi)
+        """This rank's slab of the grid with ``pad[a]`` points appended to each axis."""
+        shape = tuple(n + p for n, p in zip(self.shape, pad, strict=True))
+        if self.padded_hi is None:
+            hi = tuple(
+                h + p if h == n else h for h, p, n in zip(self.hi, pad, self.shape, strict=True)
+            )
+            return Slab(shape, self.lo, hi)
+        if any(h > n for h, n in zip(self.padded_hi, shape, strict=True)):
+            raise UserInputError(
+                f"slab {self} was cut for more padding than {pad}: build it with the model's padding"
+            )
+        return Slab(shape, self.lo, self.padded_hi)
 
 
 @dataclass(frozen=True)
@@ -61,6 +88,7 @@ class DomainLayout:
 
     t: int = 1
     x: int = 1
+    padding: float = 0.0  # the model's padding fraction: the padded axes are cut evenly
 
     def __post_init__(self):
         if self.t < 1 or self.x < 1:
@@ -80,14 +108,28 @@ class DomainLayout:
         return t_part * self.x + x_part
 
     def slab(self, shape: tuple[int, ...], index: int) -> Slab:
-        """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``."""
+        """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``: part ``i`` of the
+        padded axis, less the padding. Raises a one-line error when a part would hold fewer than
+        :data:`MIN_POINTS` grid points (the stencils' halos come from the nearest neighbour)."""
         shape = tuple(int(n) for n in shape)
-        for name, parts in (("t", self.t), ("x", self.x)):
-            n = shape[SPLIT_AXES[name]]
-            if parts > n:
+        pad = padding(shape, self.padding)
+        lo, hi, padded_hi = (
+            [0, 0, 0, 0],
+            list(shape),
+            [n + p for n, p in zip(shape, pad, strict=True)],
+        )
+        for name, part in zip(("t", "x"), self.coordinate(index), strict=True):
+            a, parts = SPLIT_AXES[name], (self.t, self.x)[SPLIT_AXES[name]]
+            if parts == 1:
+                continue
+            n = shape[a]
+            last = n - bounds(n + pad[a], parts, parts - 1)[0]  # grid points of the last part
+            if last < MIN_POINTS:
                 raise UserInputError(
-                    f"domain layout: {parts} ranks along {name} but the sample has {n} points there"
+                    f"domain layout: {n} points along {name} (plus {pad[a]} of padding) over "
+                    f"{parts} ranks leave the last rank {max(last, 0)}; each needs at least "
+                    f"{MIN_POINTS}: use fewer ranks"
                 )
-        it, ix = self.coordinate(index)
-        (t0, t1), (x0, x1) = bounds(shape[0], self.t, it), bounds(shape[1], self.x, ix)
-        return Slab(shape, (t0, x0, 0, 0), (t1, x1, shape[2], shape[3]))
+            lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
+            hi[a] = min(padded_hi[a], n)
+        return Slab(shape, tuple(lo), tuple(hi), tuple(padded_hi))

@@ -11,7 +11,6 @@ The trajectory is predicted as ``u(t) = u(0) + τ(t) · N(inputs)`` with ``τ = 
 ``[0, 1]``: the initial condition is met exactly, and the network learns the change.
 """
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -19,7 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.distributed.slab import Slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
 
 
@@ -150,8 +149,8 @@ class LadderOperator(nn.Module):
         # recomputes the rest: the lift's and projection's wide hidden layers as well as the blocks.
         stage = checkpointed if self.checkpointing and torch.is_grad_enabled() else called
         coords = coordinates(x, slab)  # (B, 4, T, X, Y, Z)
-        # The padding is split with the grid: the rank holding an axis's end holds its padding.
-        padded = slab.padded(tuple(math.ceil(cfg.padding * n) if n > 1 else 0 for n in slab.shape))
+        # The padding is split with the grid (Slab.padded).
+        padded = slab.padded(padding(slab.shape, cfg.padding))
         h = stage(self.lifted, x, coords, family, padded)  # (B, width, padded T, X, Y, Z)
         for block in self.blocks:
             h = stage(block, h, padded)

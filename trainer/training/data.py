@@ -24,6 +24,7 @@ from pdeladder.dataset.store import Group, open_store, read_samples
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.training.layout import SlotLayout
 
 
@@ -61,10 +62,11 @@ def make_batch(
     params: np.ndarray,
     solved: bool,
 ) -> dict[str, Any]:
-    """Assemble a batch from one family's ``(B, T, C_f, X, Y, Z)`` fields and ``(B, P_f)`` params."""
+    """Assemble a batch from one family's ``(B, T, C_f, X, Y, Z)`` fields (the whole grid, or
+    one rank's slab of it) and ``(B, P_f)`` params."""
     fam = get_family(family)
-    b = fields.shape[0]
-    slotted = np.zeros((b, grid.snapshots, len(layout.slots), *grid.shape), np.float32)
+    b, t, _, *space = fields.shape
+    slotted = np.zeros((b, t, len(layout.slots), *space), np.float32)
     slotted[:, :, layout.slot_indices(fam, grid.dim)] = fields
     padded = np.zeros((b, max(layout.n_params, params.shape[1])), np.float32)
     padded[:, : params.shape[1]] = params
@@ -85,7 +87,11 @@ class StoreBatches:
     """Batches of solver samples from store groups, sharded over ranks.
 
     Args (keyword-only): store_url, paths (group paths), layout, batch_size, rank, world, seed,
-    held_out (fraction of each group kept out of training).
+    held_out (fraction of each group kept out of training), domain.
+
+    ``rank`` and ``world`` count data-parallel groups. With a ``domain`` group that splits
+    ``x``, every rank of the group gets the group's batches but reads only its own x slab of
+    each sample (:meth:`Group.read_slab`), never the whole sample.
     """
 
     def __init__(
@@ -99,7 +105,11 @@ class StoreBatches:
         world: int = 1,
         seed: int = 0,
         held_out: float = 0.1,
+        domain: DomainGroup | None = None,
     ):
+        if domain is not None and domain.layout.t > 1:
+            raise UserInputError("training reads x slabs: a domain layout must not split time")
+        self.domain = domain
         if not paths:
             raise UserInputError(f"{store_url}: no sample groups to train on")
         self.layout, self.batch_size = layout, batch_size
@@ -120,8 +130,13 @@ class StoreBatches:
     def load(self, gi: int, indices: np.ndarray, solved: bool = True) -> dict[str, Any]:
         """The batch of samples ``indices`` of group ``gi``."""
         g = self.groups[gi]
-        fields = np.empty((len(indices), *g.chunks["fields"].shape), np.float32)
-        read_samples([(g, int(i), int(self._checksums[gi][i])) for i in indices], out=list(fields))
+        if self.domain is not None and self.domain.size > 1:
+            slab = self.domain.slab((g.grid.snapshots, *g.grid.shape))
+            fields = np.stack([g.read_slab(int(i), "x", slab.lo[1], slab.hi[1]) for i in indices])
+        else:
+            fields = np.empty((len(indices), *g.chunks["fields"].shape), np.float32)
+            samples = [(g, int(i), int(self._checksums[gi][i])) for i in indices]
+            read_samples(samples, out=list(fields))
         return make_batch(self.layout, g.family, g.grid, fields, self._params[gi][indices], solved)
 
     def _epoch(self, epoch: int) -> list[tuple[int, np.ndarray]]:

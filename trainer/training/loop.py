@@ -9,8 +9,10 @@ safetensors shards (no pickles; each rank writes its own) and reported with
 ``ray.train.report``; a restarted worker group resumes from the latest one.
 """
 
+import hashlib
 import json
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +30,9 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from pdeladder.solvers.grid import Grid
+from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
+from pdeladder.trainer.distributed.slab import DomainLayout, Slab
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
@@ -96,8 +100,8 @@ def _all_mean(values: list[float]) -> list[float]:
     return (t / dist.get_world_size()).tolist()
 
 
-def _held_out(model, processor, data) -> dict[str, float]:
-    sums = held_out_sums(model, processor, data.held_out())
+def _held_out(model, processor, data, domain) -> dict[str, float]:
+    sums = held_out_sums(model, processor, data.held_out(), domain)
     dist.all_reduce(sums)
     n = max(float(sums[2]), 1.0)
     return {"held_out_nrmse": float(sums[0]) / n, "held_out_residual": float(sums[1]) / n}
@@ -121,12 +125,47 @@ class UnsolvedPool:
         self.batch_size, self.seed = cfg["batch_size"], cfg["seed"]
 
     def batch(self, step: int, rank: int) -> dict[str, Any]:
+        """The batch of data-parallel group ``rank`` at ``step``."""
         rng = np.random.default_rng([self.seed, step, rank])
         pool = self.pools[step % len(self.pools)]
         picks = rng.choice(len(pool), size=min(self.batch_size, len(pool)), replace=False)
         chosen = [pool[i] for i in sorted(picks)]
         out = {k: torch.cat([c[k] for c in chosen]) for k in chosen[0] if k != "grid"}
         return {**out, "grid": chosen[0]["grid"]}
+
+
+def check_same_weights(model: torch.nn.Module) -> None:
+    """Raise unless every rank built bitwise the same weights (before sharding: FSDP and the
+    domain ranks' exactness both rest on it)."""
+    digest = hashlib.sha256()
+    for p in model.state_dict().values():
+        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
+    digests = [None] * dist.get_world_size()
+    dist.all_gather_object(digests, digest.hexdigest())
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"ranks built different initial weights: {digests}")
+
+
+def slab_of(batch: dict[str, Any], domain: DomainGroup | None) -> Slab | None:
+    """This rank's slab of the batch's grid ``(T, X, Y, Z)``; ``None`` without a domain group."""
+    grid = batch["grid"]
+    return domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
+
+
+def local_part(batch: dict[str, Any], slab: Slab | None) -> dict[str, Any]:
+    """The batch with its whole-sample ``fields`` ``(B, T, C, X, Y, Z)`` cut to ``slab``'s x
+    range (the unsolved draws are made whole; solver batches are read as slabs)."""
+    if slab is None:
+        return batch
+    return {**batch, "fields": batch["fields"][:, :, :, slab.lo[1] : slab.hi[1]]}
+
+
+def peak_memory(device: torch.device) -> dict[str, float]:
+    """This process's peak resident memory and, on a GPU, the allocator's peak, in MiB."""
+    out = {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device.type == "cuda":
+        out["cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
 
 
 def train_loop_per_worker(cfg: dict[str, Any]) -> None:
@@ -137,11 +176,16 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
+    padding = OperatorConfig.from_json(cfg["model"]).padding  # the slabs cut the padded grid
+    dims = ParallelDims.of(world, DomainLayout(x=cfg["domain_ranks"], padding=padding))
+    domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
+    dp_rank = dims.dp_rank(rank)
     torch.manual_seed(cfg["seed"])
     layout = SlotLayout.from_json(cfg["layout"])
     model = build_model(cfg).to(device)
+    check_same_weights(model)
     model.checkpointing = cfg["activation_checkpointing"]
-    model = parallelize(model, ParallelDims(dp=world), None, device)
+    model = parallelize(model, dims, domain, device)
     local = sum(p.to_local().numel() for p in model.parameters())
     sharded_fraction = local / sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"]["initial"], weight_decay=1e-4)
@@ -151,10 +195,11 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         paths=cfg["paths"],
         layout=layout,
         batch_size=cfg["batch_size"],
-        rank=rank,
-        world=world,
+        rank=dp_rank,
+        world=dims.dp,
         seed=cfg["seed"],
         held_out=cfg["held_out"],
+        domain=domain,
     )
     weights = LossWeights(**cfg["weights"])
     si = cfg.get("self_improvement")
@@ -173,29 +218,34 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     batches = data.batches(step)
 
     queue = cfg.get("metrics_queue")
-    t_last, samples_since = time.perf_counter(), 0
+    t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     model.train()
     while step < total:
         if step == supervised and si and "before" not in scores:
-            scores["before"] = _held_out(model, processor, data)
+            scores["before"] = _held_out(model, processor, data, domain)
         lr = learning_rate(step, total, cfg["lr"])
         for group in optimizer.param_groups:
             group["lr"] = lr
         batch = processor.to_device(next(batches))
+        slab = slab_of(batch, domain)
         x, family = processor.inputs(batch)
-        pred = model(x, family).float()
+        pred = model(x, family, slab).float()
         target = processor.normalised(batch)
-        data_loss = relative_loss(pred, target, batch["predicted"], h1=weights.h1)
+        on = {"slab": slab, "domain": domain}
+        data_loss = relative_loss(pred, target, batch["predicted"], h1=weights.h1, **on)
         eq_loss, per_family = None, {}
         if step < supervised:
             if weights.equation > 0:
-                eq_loss, per_family = equation_loss(processor.physical(pred, family), batch, layout)
+                physical = processor.physical(pred, family)
+                eq_loss, per_family = equation_loss(physical, batch, layout, **on)
             loss = weights.combine(data_loss, eq_loss)
         else:
-            unsolved = processor.to_device(pool.batch(step, rank))
+            unsolved = processor.to_device(pool.batch(step, dp_rank))
+            uslab = slab_of(unsolved, domain)
+            unsolved = local_part(unsolved, uslab)
             ux, ufam = processor.inputs(unsolved)
-            upred = processor.physical(model(ux, ufam).float(), ufam)
-            eq_loss, per_family = equation_loss(upred, unsolved, layout)
+            upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
+            eq_loss, per_family = equation_loss(upred, unsolved, layout, slab=uslab, domain=domain)
             loss = si["residual_weight"] * eq_loss + si["data_anchor_weight"] * data_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -203,6 +253,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         optimizer.step()
         step += 1
         samples_since += x.shape[0]
+        steps_since += 1
 
         last = step == total
         if step % cfg["log_every"] == 0 or last or step % cfg["checkpoint_every"] == 0:
@@ -210,6 +261,9 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 [float(loss), float(data_loss), float(eq_loss) if eq_loss is not None else 0.0]
             )
             elapsed = time.perf_counter() - t_last
+            peaks = [None] * world
+            dist.all_gather_object(peaks, peak_memory(device))
+            sent = sum(domain.sent.values()) if domain is not None else 0
             metrics = {
                 "stage": cfg["stage"],
                 "step": step,
@@ -219,15 +273,24 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 "data_loss": data_v,
                 "equation_loss": eq_v,
                 "lr": lr,
-                "samples_per_s": samples_since * world / max(elapsed, 1e-9),
+                "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
+                "dp": dims.dp,
+                "domain_ranks": dims.domain.size,
+                "peak_rss_mb": [p["rss_mb"] for p in peaks],
+                **(
+                    {"peak_cuda_mb": [p["cuda_mb"] for p in peaks]} if device.type == "cuda" else {}
+                ),
+                "comm_bytes_per_step": sent / max(steps_since, 1),
                 "resumed_from": resumed_from,
                 "worker_pids": pids,
                 "sharded_fraction": sharded_fraction,
                 **{f"residual/{k}": v for k, v in per_family.items()},
             }
-            t_last, samples_since = time.perf_counter(), 0
+            t_last, samples_since, steps_since = time.perf_counter(), 0, 0
+            if domain is not None:
+                domain.sent.clear()
             if last:
-                scores["after"] = _held_out(model, processor, data)
+                scores["after"] = _held_out(model, processor, data, domain)
                 for when, values in scores.items():
                     metrics |= {f"{k}_{when}": v for k, v in values.items()}
             if rank == 0 and queue is not None:
