@@ -651,6 +651,13 @@ class Group:
             if spec.per_sample
         }
 
+    @cached_property
+    def _field_blocks(self) -> list[tuple[slice, ...]]:
+        """The chunks of a sample whose checksums :meth:`checksums` combines: each ``fields``
+        chunk from version 5 on, the whole sample before."""
+        spec = self.chunks["fields"]
+        return spec.block_slices() if self.blocked else [spec.extent()]
+
     @property
     def _zstore(self) -> Any:
         return self.node.store
@@ -717,11 +724,11 @@ class Group:
         )
 
     def _verified(self, index: int, data: np.ndarray, expected_checksum: int) -> np.ndarray:
-        if self.blocked:
-            parts = self.chunks["fields"].block_slices()
-            found = sample_checksum(np.array([checksum(data[p]) for p in parts], np.uint32))
-        else:
+        parts = self._field_blocks
+        if len(parts) == 1:  # one chunk (every version before 5): the CRC of the fields
             found = checksum(data)
+        else:
+            found = sample_checksum(np.array([checksum(data[p]) for p in parts], np.uint32))
         if found != expected_checksum:
             raise StoreError(
                 f"{self.where(index)}: fields do not match their checksum (a chunk is corrupt "

@@ -182,6 +182,25 @@ def test_two_processes_write_one_sample_in_slabs(tmp_path):
         group.commit(0, array_sample(BIG, 5))
 
 
+def test_slab_writes_and_commit_on_every_store(store_url):
+    """The slab writer's steps on a local and a memory store: slabs in any order, the commit
+    once both landed, a discard that the next commit waits on."""
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, BIG, n_samples=2, chunk_x=3)
+    fields = array_sample(BIG, 1).fields
+    record = array_sample(BIG, 1)
+    record.fields = None
+    for lo, hi in reversed(fmt.slabs(17, 3, 2)):  # [(0, 9), (9, 17)]
+        group.write_slab(1, lo, hi, np.ascontiguousarray(fields[:, :, lo:hi]))
+    group.commit(1, record)
+    reread = open_store(store_url).group(group.path)
+    np.testing.assert_array_equal(reread.read(1), fields)
+    assert store_problems(reread.store)[group.path][0].path.endswith("sample 0")
+    group.discard(1)
+    assert open_store(store_url).group(group.path).status().tolist() == [MISSING, MISSING]
+    with pytest.raises(StoreError, match=r"x rows \[0, 3\), .*\[15, 17\) have not landed"):
+        group.commit(1, record)
+
+
 def test_format_5_samples_in_chunks_read_everywhere(tmp_path):
     """A group split into time and x chunks passes verify, and xarray, ``store plot`` and the
     loader read its samples as stored."""

@@ -288,6 +288,7 @@ def test_s3_store_through_moto(s3_bucket, heat_samples):
     reread = open_store(url).group("s0/heat/2d_n9_t5")
     assert reread.status().tolist() == [MISSING, OK]
     np.testing.assert_array_equal(reread.read(1), heat_samples[1].fields)
+    np.testing.assert_array_equal(reread.read_slab(1, "x", 2, 5), heat_samples[1].fields[:, :, 2:5])
     with pytest.raises(StoreError, match="not writable"):
         open_store("s3://pdeladder-no-such-bucket/x", mode="a", check_writable=True)
     with pytest.raises(StoreError, match="s3://pdeladder-no-such-bucket/x"):
