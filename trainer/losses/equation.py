@@ -56,10 +56,13 @@ def _halos(
         reach, a = (glob[dim] - out[dim]) // 2, 0 if axis == "t" else 1
         parts = (domain.layout.t, domain.layout.x)[a] if domain is not None else 1
         if parts > 1 and reach:
-            if slab.shape[a] // parts < reach:
+            fewest = min(
+                domain.layout.slab(slab.shape, i).local_shape[a] for i in range(domain.size)
+            )
+            if fewest < reach:
                 raise UserInputError(
                     f"{fam.name}: its residual reaches {reach} points along {axis}, more than "
-                    f"the smallest of {parts} parts of {slab.shape[a]} points holds"
+                    f"the smallest of {parts} parts of {slab.shape[a]} points holds ({fewest})"
                 )
             halos[axis] = (dim, reach, reach)
     return halos, math.prod(out[1:])
