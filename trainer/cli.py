@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pdeladder.errors import UserInputError
+
 
 def train(
     file: Annotated[Path, typer.Argument(help="Curriculum YAML file.")],
@@ -30,6 +32,13 @@ def train(
         bool, typer.Option(help="Recompute activations in the backward pass.")
     ] = False,
     checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints.")] = 50,
+    domain_ranks: Annotated[
+        str | None,
+        typer.Option(
+            help="Workers that split each sample along x: a number, or auto (the fewest that "
+            "fit training.memory_budget_gb); default: each stage's training.domain_ranks."
+        ),
+    ] = None,
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train."""
     from pdeladder.trainer.training.run import train_curriculum
@@ -44,9 +53,19 @@ def train(
         use_gpu=gpu,
         activation_checkpointing=activation_checkpointing,
         checkpoint_every=checkpoint_every,
+        domain_ranks=_domain_ranks(domain_ranks),
     )
     held = {k: round(v, 5) for k, v in result.metrics.items() if k.startswith("held_out")}
     Console().print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl\n{held}")
+
+
+def _domain_ranks(value: str | None) -> int | str | None:
+    """``--domain-ranks``: a positive number or ``auto``, as one-line errors say."""
+    if value is None or value == "auto":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise UserInputError(f"--domain-ranks must be a positive number or auto, got {value!r}")
+    return int(value)
 
 
 def evaluate(

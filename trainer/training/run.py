@@ -23,6 +23,7 @@ from pdeladder.dataset.format import group_path
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
+from pdeladder.trainer.distributed.choose import domain_ranks_for
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -85,8 +86,11 @@ def stage_config(
     log_every: int,
     activation_checkpointing: bool,
     held_out: float,
+    workers: int,
+    domain_ranks: int | str | None = None,
 ) -> dict[str, Any]:
-    """The JSON-able configuration of one stage's training loop."""
+    """The JSON-able configuration of one stage's training loop; ``domain_ranks`` overrides the
+    stage's ``training.domain_ranks`` (checked against ``workers`` and the stage's grids)."""
     tr = stage.training
     dim = max(d for s in spec.stages for e in s.families for d in e.dims)
     model = OperatorConfig(
@@ -105,6 +109,16 @@ def stage_config(
                 "modes": tuple(max(a, b) for a, b in zip(old.modes, model.modes, strict=True)),
             }
         )
+    ranks = domain_ranks_for(
+        domain_ranks if domain_ranks is not None else tr.domain_ranks,
+        workers=workers,
+        grids=[(g.snapshots, *g.shape) for _, g in stage.groups()],
+        config=model,
+        channels=len(layout.slots),
+        batch=tr.batch_size,
+        checkpointing=activation_checkpointing,
+        budget_gb=tr.memory_budget_gb,
+    )
     si = tr.self_improvement
     unsolved = [
         {
@@ -137,6 +151,7 @@ def stage_config(
         "checkpoint_every": checkpoint_every,
         "log_every": log_every,
         "activation_checkpointing": activation_checkpointing,
+        "domain_ranks": ranks,
     }
 
 
@@ -183,10 +198,14 @@ def train_curriculum(
     activation_checkpointing: bool = False,
     held_out: float = 0.1,
     progress: bool = True,
+    domain_ranks: int | str | None = None,
 ) -> TrainResult:
     """Train the curriculum's stages in order (all, or the named ones), each on Ray Train with
     ``workers`` workers, warm-starting each stage from the previous one's model (or from
     ``run_dir/stages/<previous>/model`` when it exists).
+
+    ``domain_ranks`` (a number or ``"auto"``; default: each stage's ``training.domain_ranks``)
+    splits every sample along x over that many workers (docs/trainer.md, "Domain parallelism").
 
     ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
     stage's last checkpoint up to ``max_failures`` times.
@@ -206,7 +225,6 @@ def train_curriculum(
         raise UserInputError(f"workers must be at least 1, got {workers}")
     chosen = [spec.stage(n) for n in stages] if stages else list(spec.stages)
     run_dir = Path(run_dir).absolute()
-    run_dir.mkdir(parents=True, exist_ok=True)
     names = [s.name for s in spec.stages]
     first = names.index(chosen[0].name)
     previous = run_dir / "stages" / names[first - 1] / "model" if first > 0 else None
@@ -216,22 +234,23 @@ def train_curriculum(
         if warm
         else build_layout(spec, store_url, chosen)
     )
+    options = {
+        "checkpoint_every": checkpoint_every,
+        "log_every": log_every,
+        "activation_checkpointing": activation_checkpointing,
+        "held_out": held_out,
+        "workers": workers,
+        "domain_ranks": domain_ranks,
+    }
+    for stage in chosen:  # every stage's settings are checked before anything is written
+        stage_config(spec, stage, layout, store_url, warm, **options)
+    run_dir.mkdir(parents=True, exist_ok=True)
     with ray_session(address):
         log = MetricsLog(run_dir)
         results: dict[str, Path] = {}
         final: dict[str, Any] = {}
         for stage in chosen:
-            cfg = stage_config(
-                spec,
-                stage,
-                layout,
-                store_url,
-                warm,
-                checkpoint_every=checkpoint_every,
-                log_every=log_every,
-                activation_checkpointing=activation_checkpointing,
-                held_out=held_out,
-            )
+            cfg = stage_config(spec, stage, layout, store_url, warm, **options)
             queue = Queue(actor_options={"num_cpus": 0})
             cfg["metrics_queue"] = queue
             trainer = TorchTrainer(
