@@ -2,9 +2,10 @@
 or on a local one started for the command when none is set."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from pdeladder.errors import UserInputError
 
@@ -75,7 +76,6 @@ def demo(
     the configured Prefect server or a local one). A rerun resumes: finished samples are kept."""
     from prefect.settings import get_current_settings
     from rich.console import Console
-    from rich.table import Table
 
     from pdeladder.flows.closed_loop import Loop, closed_loop
     from pdeladder.flows.server import prefect_api
@@ -85,16 +85,27 @@ def demo(
         typer.echo(f"Prefect UI (while the demo runs): {get_current_settings().ui_url}")
         loop = Loop(curriculum=str(file), store_url=store, run_dir=str(run_dir), workers=workers)
         result = closed_loop(loop)
-    table = Table(title=f"{file.name}: held-out scores after each stage")
-    columns = ("stage", "family", "nrmse", "residual", "next_weight")
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("stage", "family") else "right")
-    for row in result["scores"]:
-        table.add_row(*(_cell(row[c]) for c in columns))
     console = Console()
-    console.print(table)
+    console.print(scores_table(f"{file.name}: held-out scores after each stage", result["scores"]))
     console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}")
     console.print(f"reports and PNGs: {run_dir / 'evaluation'}")
+
+
+def scores_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """The closed loop's score rows as a table: nRMSE, its trivial baseline and the ratio, a
+    family that does not beat its baseline flagged in red."""
+    table = Table(
+        title=f"{title}, against the trivial baseline (persistence; steady: training mean field)"
+    )
+    columns = ("stage", "family", "nrmse", "baseline", "ratio", "residual", "next_weight")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("stage", "family") else "right")
+    for row in rows:
+        cells = {c: _cell(row[c]) for c in columns}
+        if not row["beats_baseline"]:
+            cells["ratio"] = f"[red]{cells['ratio'] or '-'} not better than baseline"
+        table.add_row(*cells.values())
+    return table
 
 
 def _cell(value: object) -> str:

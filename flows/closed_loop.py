@@ -2,8 +2,9 @@
 
 For each stage ``k`` in order: the ``data-campaign`` flow solves it (with the weights the
 previous round wrote), the ``train`` flow trains on it (warm-started from stage ``k - 1``), the
-model is evaluated on the store per family, and the scores become stage ``k + 1``'s weights file
-(:mod:`pdeladder.curriculum.weights`): families the model does worse on get more of the budget.
+model is evaluated on the store per family (nRMSE beside its trivial baseline and the ratio), and
+the scores become stage ``k + 1``'s weights file (:mod:`pdeladder.curriculum.weights`): families
+the model does worse on get more of the budget.
 """
 
 from enum import StrEnum
@@ -154,6 +155,9 @@ def closed_loop(loop: Loop) -> dict[str, Any]:
                     "stage": name,
                     "family": family,
                     "nrmse": round(score["nrmse"], 5),
+                    "baseline": round(score["baseline_nrmse"], 5),
+                    "ratio": None if score["ratio"] is None else round(score["ratio"], 4),
+                    "beats_baseline": score["beats_baseline"],
                     "residual": round(score["residual"], 5),
                     "next_weight": steer.families.get(family) if steer else None,
                 }

@@ -69,9 +69,12 @@ def check_out(out_url: str, store_url: str, force: bool) -> None:
 
 def target_group(out: Store, source: Group, provenance: dict[str, Any]) -> Group:
     """The group of ``out`` that receives ``source``'s predictions: same stage, family, grid,
-    sample count, storage and attributes, plus a ``prediction`` attribute (``provenance``)."""
+    sample count, storage and attributes, plus a ``prediction`` attribute (``provenance``).
+    An appendable source gives a group of the size it has now."""
     family = get_family(source.family)
     n = source.attrs["n_samples"]
+    if n is None:  # appendable: as many samples as it holds now (an empty one stays appendable)
+        n = source.n_samples or None
     compression = source.attrs["compression"]
     reserved = group_metadata(source.attrs["stage"], family, source.grid, n, None, compression)
     attrs = {k: v for k, v in source.attrs.items() if k not in reserved and k not in MUTABLE_ATTRS}

@@ -3,9 +3,11 @@
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from pdeladder.curriculum.plan import plan_stage
 from pdeladder.curriculum.weights import load_weights
+from pdeladder.flows.cli import scores_table
 from pdeladder.flows.closed_loop import Loop, SteerBy, closed_loop, steering_weights
 
 
@@ -56,5 +58,38 @@ def test_the_loop_solves_trains_evaluates_and_steers(tiny_spec: Path, tmp_path: 
     spec = loop.load()
     assert plan_stage(spec, "second", weights).n == plan_stage(spec, "second").n  # same budget
 
+    for r in result["scores"]:
+        assert r["baseline"] > 0 and r["ratio"] == pytest.approx(
+            r["nrmse"] / r["baseline"], rel=1e-3
+        )
+        assert isinstance(r["beats_baseline"], bool)
     arts = artifacts(state.state_details.flow_run_id)
     assert '"stage": "second"' in arts["closed-loop-scores"].data
+
+
+def test_the_score_table_shows_the_baseline_and_flags_a_model_that_does_not_beat_it():
+    row = {"stage": "first", "residual": 0.1, "next_weight": None}
+    rows = [
+        {
+            **row,
+            "family": "heat",
+            "nrmse": 0.1,
+            "baseline": 0.5,
+            "ratio": 0.2,
+            "beats_baseline": True,
+        },
+        {
+            **row,
+            "family": "burgers",
+            "nrmse": 1.4,
+            "baseline": 1.2,
+            "ratio": 1.17,
+            "beats_baseline": False,
+        },
+    ]
+    console = Console(record=True, width=200)
+    console.print(scores_table("quickstart.yaml", rows))
+    text = console.export_text().splitlines()
+    lines = {f: next(line for line in text if f in line) for f in ("heat", "burgers")}
+    assert "0.5" in lines["heat"] and "0.2" in lines["heat"] and "not better" not in lines["heat"]
+    assert "1.2" in lines["burgers"] and "1.17 not better than baseline" in lines["burgers"]

@@ -17,9 +17,11 @@ from typer.testing import CliRunner
 from pdeladder.cli import app
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
+from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.data import make_batch, split
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
@@ -169,3 +171,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         assert open_store(str(out)).groups() == sorted(known_store.paths)
     else:
         assert not out.exists()
+
+
+def test_an_appendable_group_is_predicted_at_its_current_size(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    url, out = str(tmp_path / "growing.zarr"), str(tmp_path / "pred.zarr")
+    heat = get_family("heat")
+    group = open_store(url, "a").require_group("s", heat, known_store.heat_grid)
+    for i in range(3):
+        grid = known_store.heat_grid
+        group.append(Sample("heat", known_store.heat(i), grid, heat.Params(), i, SolveStats()))
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    assert predict_store(ckpt, url, out) == {group.path: 3}
+    verify(out)
+    assert open_store(out).group(group.path).n_samples == 3
