@@ -91,6 +91,11 @@ class Training(BaseModel):
     memory_budget_gb: float | None = Field(
         None, gt=0, description="per-rank memory for the training tensors (domain_ranks: auto)"
     )
+    offload: Literal["none", "host", "disk"] = Field(
+        "none",
+        description="where the checkpointed blocks' inputs wait for the backward pass (turns "
+        "activation checkpointing on): host memory (GPU) or a spill file on local disk",
+    )
 
     @model_validator(mode="after")
     def _domain_ranks(self) -> "Training":

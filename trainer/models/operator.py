@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.offload import offloaded
 from pdeladder.trainer.distributed.slab import Slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
 
@@ -97,7 +98,10 @@ class LadderOperator(nn.Module):
     first ``out_channels`` input channels are the initial state ``u(0)`` per slot.
 
     Set ``checkpointing = True`` to recompute activations in the backward pass instead of
-    keeping them (activation checkpointing): of the lift, each block and the projection.
+    keeping them (activation checkpointing): of the lift, each block and the projection. With
+    checkpointing, ``offload`` (``"none"``, ``"host"``, ``"disk"``) moves the blocks' kept
+    inputs off the device until the backward pass needs them
+    (:mod:`~pdeladder.trainer.distributed.offload`).
     """
 
     name = "ladder_operator"
@@ -120,6 +124,7 @@ class LadderOperator(nn.Module):
             Pointwise(width, 2 * width), nn.GELU(), Pointwise(2 * width, config.out_channels)
         )
         self.checkpointing = False
+        self.offload = "none"
 
     def forward(
         self, x: torch.Tensor, family: torch.Tensor, slab: Slab | None = None
@@ -152,8 +157,9 @@ class LadderOperator(nn.Module):
         # The padding is split with the grid (Slab.padded).
         padded = slab.padded(padding(slab.shape, cfg.padding))
         h = stage(self.lifted, x, coords, family, padded)  # (B, width, padded T, X, Y, Z)
-        for block in self.blocks:
-            h = stage(block, h, padded)
+        with offloaded(self.offload if stage is checkpointed else "none", x.device):
+            for block in self.blocks:  # each keeps only its input h, which may be offloaded
+                h = stage(block, h, padded)
         change = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
         tau = coords[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
         return x[:, : cfg.out_channels] + tau * change

@@ -184,7 +184,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     layout = SlotLayout.from_json(cfg["layout"])
     model = build_model(cfg).to(device)
     check_same_weights(model)
-    model.checkpointing = cfg["activation_checkpointing"]
+    model.checkpointing, model.offload = cfg["activation_checkpointing"], cfg["offload"]
     model = parallelize(model, dims, domain, device)
     local = sum(p.to_local().numel() for p in model.parameters())
     sharded_fraction = local / sum(p.numel() for p in model.parameters())

@@ -116,7 +116,7 @@ def stage_config(
         config=model,
         channels=len(layout.slots),
         batch=tr.batch_size,
-        checkpointing=activation_checkpointing,
+        checkpointing=activation_checkpointing or tr.offload != "none",
         budget_gb=tr.memory_budget_gb,
     )
     si = tr.self_improvement
@@ -150,7 +150,8 @@ def stage_config(
         "held_out": held_out,
         "checkpoint_every": checkpoint_every,
         "log_every": log_every,
-        "activation_checkpointing": activation_checkpointing,
+        "activation_checkpointing": activation_checkpointing or tr.offload != "none",
+        "offload": tr.offload,
         "domain_ranks": ranks,
     }
 
