@@ -8,6 +8,7 @@ to a sample's gradient, so FSDP's reduction divides by ``dp`` (the mean over sam
 world size.
 """
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -85,6 +86,9 @@ def parallelize(
         kwargs["mp_policy"] = MixedPrecisionPolicy(
             param_dtype=torch.bfloat16, reduce_dtype=torch.float32
         )
+    # FSDP2 warns when a wrapped block returns a view: the blocks return views of a fresh
+    # product (a reshape), which nothing modifies in place, so its pre-backward hook holds.
+    warnings.filterwarnings("ignore", "FSDP2-wrapped module .* returned a view", UserWarning)
     for block in model.blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
