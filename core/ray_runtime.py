@@ -4,7 +4,7 @@ start on a busy machine; or joining a cluster."""
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -34,20 +34,31 @@ def ray_init(**kwargs: Any) -> None:
                            attempt, START_ATTEMPTS)  # fmt: skip
 
 
+@contextmanager
+def _loopback() -> Iterator[None]:
+    """Keep Ray's loopback addresses loopback while the ``ray.init`` inside runs.
+
+    Ray replaces 127.0.0.1, in a node IP and in an address to join, by the machine's outward
+    address (and a node's servers then listen on all interfaces), unless the node may not form
+    a cluster (as on macOS, where ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is read once, at
+    import): so it is, for the call.
+    """
+    from ray._private import ray_constants
+
+    cluster = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
 def start_local(num_cpus: int | None = None) -> None:
     """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
     TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
     Ray's default has it (on). ``docs/deploy.md`` lists what listens where."""
-    from ray._private import ray_constants
-
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # Ray replaces a node IP of 127.0.0.1 by the machine's outward address, and its servers then
-    # listen on all interfaces, unless the node may not form a cluster (as on macOS, where
-    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is read once, at import): so it is, for the start. The
-    # started processes get 127.0.0.1 as their node IP and listen on it.
-    cluster = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
+    with _loopback():  # the node's processes get 127.0.0.1 as their IP and listen on it
         ray_init(
             address="local",  # a fresh runtime, even when `ray start` left one running here
             num_cpus=num_cpus,
@@ -56,8 +67,17 @@ def start_local(num_cpus: int | None = None) -> None:
             runtime_env=RUNTIME_ENV,
             _node_ip_address="127.0.0.1",
         )
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
+def join(address: str) -> None:
+    """Join the Ray cluster at ``address`` (``host:port``, ``ray://…`` or ``auto``). An address
+    on 127.0.0.1 is joined there (Ray would connect to the machine's outward address instead,
+    where :func:`start_local`'s runtime does not listen); the driver then attaches to the node
+    of this machine, whatever its IP."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    loopback = "://" not in address and address.rpartition(":")[0] in ("127.0.0.1", "localhost")
+    with _loopback() if loopback else nullcontext():
+        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
 
 
 @contextmanager
@@ -72,8 +92,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
+        join(address)
     else:
         start_local(num_cpus)
     try:
