@@ -120,7 +120,8 @@ class AdvectionDiffusion(Family):
         u0, velocity = initial[0], initial[1:]
         msh = grid_mesh(comm, grid)
         b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (grid.dim,))))
-        GridSampler(b.function_space, grid).from_grid(b, velocity)
+        velocity_sampler = GridSampler(b.function_space, grid)
+        velocity_sampler.from_grid(b, velocity)
         # Internal steps: at most Courant number COURANT and at least one per grid spacing of time.
         top_speed = float(np.sqrt(np.sum(velocity**2, axis=0)).max())
         every = max(
@@ -141,7 +142,8 @@ class AdvectionDiffusion(Family):
                 frames.append(sampler.to_grid(u)) if n % every == 0 else None
             ),
         )
-        static = np.broadcast_to(velocity, (len(frames), *velocity.shape))
+        static = velocity_sampler.local(velocity)  # this rank's part: all of it, or its x slab
+        static = np.broadcast_to(static, (len(frames), *static.shape))
         fields = np.concatenate([np.stack(frames), static], axis=1).astype(np.float32)
         return fields, {  # (T, 1 + dim, X, Y, Z)
             "element": "P1",

@@ -2,7 +2,7 @@
 
 import json
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -158,13 +158,30 @@ def solve(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON line of statistics.")
     ] = False,
+    ranks: Annotated[
+        int | None,
+        typer.Option(
+            "--ranks",
+            help="Solve on K MPI processes (mpiexec), the mesh cut into x slabs, each "
+            "process writing its own slab.",
+            show_default="one process",
+        ),
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option("--hosts", help="With --ranks: MPI hosts to run on (mpiexec -hosts)."),
+    ] = None,
 ) -> None:
     """Solve one sample and append it to a store."""
     from pdeladder.dataset.store import open_store
 
     fam = get_family(family)
-    params = fam.parse_params(parse_assignments(param or []))
+    values = parse_assignments(param or [])
+    params = fam.parse_params(values)
     grid = fam.grid(dim, resolution, snapshots or (1 if fam.steady else 11))
+    if ranks is not None:
+        solve_on_ranks(fam, grid, values, seed, stage, out, ranks, hosts, as_json)
+        return
     store = open_store(out, mode="a", check_writable=True)  # fails before any solve, writes nothing
     sample = fam.run(params, grid, seed)
     index = store.require_group(stage, fam, grid).append(sample)
@@ -187,4 +204,41 @@ def solve(
     else:
         console.print(line)
     if not sample.ok:
+        raise typer.Exit(1)
+
+
+def solve_on_ranks(
+    fam: Any,
+    grid: Any,
+    values: dict[str, float],
+    seed: int,
+    stage: str,
+    out: str,
+    ranks: int,
+    hosts: str | None,
+    as_json: bool,
+) -> None:
+    """``solve --ranks K``: check K and the group here (one line, exit 2, nothing written),
+    then solve on K MPI processes, each writing its x slab (:mod:`.slab_solve`)."""
+    from pdeladder.dataset.store import open_store
+    from pdeladder.errors import SolveError
+    from pdeladder.solvers import slab_solve
+
+    slab_solve.check_ranks(ranks, grid, hosts=hosts)
+    store = open_store(out, mode="a", check_writable=True)
+    group = store.require_group(
+        stage, fam, grid, chunk_x=slab_solve.chunk_x_for(grid.shape[0], ranks)
+    )
+    slab_solve.x_slabs(group, ranks)  # a group made before with too few x chunks is refused
+    spec = slab_solve.job(fam.name, out, grid, values, seed, stage)
+    try:
+        line = slab_solve.run_on_ranks(spec, ranks, hosts)
+    except SolveError as err:
+        typer.echo(f"error: {err.reason}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(line))
+    else:
+        console.print(line)
+    if line["status"] != "ok":
         raise typer.Exit(1)

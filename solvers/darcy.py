@@ -102,7 +102,7 @@ class Darcy(Family):
         sampler.from_grid(a_h, a)
         f = fem.Constant(msh, PETSc.ScalarType(params.source))  # a constant: one compiled form
         p_h, solver = solve_darcy(msh, V, ufl.exp(a_h), f, stats)
-        fields = np.stack([a[None], sampler.to_grid(p_h)], axis=1).astype(
+        fields = np.stack([sampler.local(a)[None], sampler.to_grid(p_h)], axis=1).astype(
             np.float32
         )  # (1, 2, X, Y, Z)
         return fields, {

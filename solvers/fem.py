@@ -1,33 +1,85 @@
 """DOLFINx pieces shared by the families: the structured mesh of a grid, the exact map between
 dofs at grid points and the grid, and linear-solver settings chosen per problem.
 
+On a :class:`~pdeladder.solvers.grid.SlabGrid` the mesh is partitioned into x slabs (one per
+rank, :func:`x_slab_partitioner`) and each rank samples its own slab: no gather.
+
 ``from mpi4py import MPI`` comes before any DOLFINx import, as the DOLFINx wheel requires.
 """
 
 from mpi4py import MPI
 
+import math
 from typing import Any
 
 import numpy as np
 from dolfinx import fem, mesh
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.grid import Grid, SlabGrid
 
 
-def box_mesh(comm: MPI.Comm, dim: int, cells: int) -> mesh.Mesh:
+def box_mesh(comm: MPI.Comm, dim: int, cells: int, partitioner: Any = None) -> mesh.Mesh:
     """Unit interval, square (triangles) or cube (tetrahedra) with ``cells`` cells per axis; its
-    vertices are the grid points of a :class:`Grid` with ``resolution = cells + 1``."""
+    vertices are the grid points of a :class:`Grid` with ``resolution = cells + 1``.
+    ``partitioner``: DOLFINx's cell partitioner when None."""
     if dim == 1:
-        return mesh.create_unit_interval(comm, cells)
+        return mesh.create_unit_interval(comm, cells, partitioner=partitioner)
     if dim == 2:
-        return mesh.create_unit_square(comm, cells, cells, mesh.CellType.triangle)
-    return mesh.create_unit_cube(comm, cells, cells, cells, mesh.CellType.tetrahedron)
+        return mesh.create_unit_square(
+            comm, cells, cells, mesh.CellType.triangle, partitioner=partitioner
+        )
+    return mesh.create_unit_cube(
+        comm, cells, cells, cells, mesh.CellType.tetrahedron, partitioner=partitioner
+    )
 
 
 def grid_mesh(comm: MPI.Comm, grid: Grid) -> mesh.Mesh:
-    """The structured mesh whose vertices are ``grid``'s points."""
+    """The structured mesh whose vertices are ``grid``'s points, partitioned into ``grid``'s x
+    slabs when it is a :class:`SlabGrid` solved on more than one rank."""
+    if isinstance(grid, SlabGrid) and comm.size > 1:
+        if comm.size != len(grid.slabs):
+            raise ValueError(f"{len(grid.slabs)} x slabs on {comm.size} ranks")
+        return box_mesh(comm, grid.dim, grid.cells, x_slab_partitioner(grid))
     return box_mesh(comm, grid.dim, grid.cells)
+
+
+def slab_cell_owners(grid: SlabGrid) -> np.ndarray:
+    """The rank of each column of cells along x, ``(cells,)`` int32: column ``i`` (between x rows
+    ``i`` and ``i + 1``) goes to the rank whose slab holds row ``i``, but the last column goes
+    to the last rank, so that every rank's cells touch every row of its slab."""
+    owners = np.zeros(grid.cells, dtype=np.int32)
+    for rank, (lo, hi) in enumerate(grid.slabs):
+        owners[lo : min(hi, grid.cells)] = rank
+    owners[-1] = len(grid.slabs) - 1
+    if len(np.unique(owners)) != len(grid.slabs):
+        raise ValueError(
+            f"x slabs {list(grid.slabs)}: a rank gets no cells ({grid.cells} along x); "
+            "two one-row slabs at the end of the axis cannot be meshed"
+        )
+    return owners
+
+
+def x_slab_partitioner(grid: SlabGrid) -> Any:
+    """A DOLFINx cell partitioner (``partitioner=`` of ``create_unit_square`` and kin) that
+    sends each cell of :func:`box_mesh` to the rank of its x column (:func:`slab_cell_owners`).
+
+    DOLFINx's structured meshes number the vertex at grid index ``(i, j, k)`` as
+    ``i + (nx + 1) (j + (ny + 1) k)``, so a cell's x column is the least ``v mod (nx + 1)`` of
+    its vertices ``v``. No ghost cells (the default ``GhostMode.none``); no communication.
+    """
+    owners = slab_cell_owners(grid)
+    vertices = grid.dim + 1  # simplices: interval, triangle, tetrahedron
+
+    def partition(comm: Any, nparts: int, cell_types: Any, cells: list[np.ndarray]) -> Any:
+        from dolfinx import cpp
+
+        if nparts != len(grid.slabs):
+            raise ValueError(f"{len(grid.slabs)} x slabs, {nparts} parts asked for")
+        column = (cells[0].reshape(-1, vertices) % (grid.cells + 1)).min(axis=1)
+        return cpp.graph.AdjacencyList_int32(np.ascontiguousarray(owners[column]))
+
+    return partition
 
 
 def boundary_facets(msh: mesh.Mesh) -> np.ndarray:
@@ -43,20 +95,26 @@ class GridSampler:
     For P1 on :func:`grid_mesh` every dof is a grid point; for P2 the vertex dofs are. Grid
     values are dof values, reordered: no interpolation, no point search. Works in parallel: each
     rank contributes its owned dofs and every rank receives the whole grid.
+
+    On a :class:`SlabGrid` (the mesh partitioned by :func:`grid_mesh` into its x slabs), each
+    rank samples only its slab ``[lo, hi)`` from its local dofs, owned and ghost (the ghosts
+    are the shared rows at the slab's right end, refreshed from their owners first): the slabs
+    tile the grid, no gather, every point sampled by one rank. :meth:`from_grid` takes the
+    whole grid either way.
     """
 
     def __init__(self, V: fem.FunctionSpace, grid: Grid):
         self.grid = grid
         self.comm = V.mesh.comm
         self.bs = V.dofmap.index_map_bs
+        self.slab: tuple[int, int] | None = None
         owned = V.dofmap.index_map.size_local
-        x = V.tabulate_dof_coordinates()[:owned, : grid.dim] * grid.cells
-        ijk = np.rint(x)
-        on_grid = np.all(np.abs(x - ijk) < 1e-6, axis=1)
-        self.dofs = np.flatnonzero(on_grid).astype(np.int32)
-        index = np.zeros((len(self.dofs), 3), dtype=np.int64)
-        index[:, : grid.dim] = ijk[on_grid]
+        coordinates = V.tabulate_dof_coordinates()
+        self.dofs, index = self._on_grid(coordinates[:owned])
         self.flat = np.ravel_multi_index(index.T, grid.shape)
+        if isinstance(grid, SlabGrid):
+            self._init_slab(coordinates, grid)
+            return
         counts = self.comm.allgather(len(self.flat))
         if sum(counts) != grid.points:
             raise ValueError(f"space has {sum(counts)} dofs on grid points, grid has {grid.points}")
@@ -64,8 +122,44 @@ class GridSampler:
             np.concatenate(self.comm.allgather(self.flat)) if self.comm.size > 1 else self.flat
         )
 
+    def _on_grid(self, coordinates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The dofs (rows of ``coordinates``) at grid points, and those points' grid indices
+        ``(n, 3)``."""
+        x = coordinates[:, : self.grid.dim] * self.grid.cells
+        ijk = np.rint(x)
+        on_grid = np.all(np.abs(x - ijk) < 1e-6, axis=1)
+        dofs = np.flatnonzero(on_grid).astype(np.int32)
+        index = np.zeros((len(dofs), 3), dtype=np.int64)
+        index[:, : self.grid.dim] = ijk[on_grid]
+        return dofs, index
+
+    def _init_slab(self, coordinates: np.ndarray, grid: SlabGrid) -> None:
+        lo, hi = self.slab = (
+            grid.slabs[self.comm.rank] if self.comm.size > 1 else (0, grid.shape[0])
+        )
+        dofs, index = self._on_grid(coordinates)
+        inside = (index[:, 0] >= lo) & (index[:, 0] < hi)
+        index = index[inside] - [lo, 0, 0]
+        shape = (hi - lo, *grid.shape[1:])
+        self._slab_dofs = dofs[inside]
+        self._slab_flat = np.ravel_multi_index(index.T, shape)
+        found = len(np.unique(self._slab_flat))
+        if found != len(self._slab_flat) or found != math.prod(shape):
+            raise ValueError(
+                f"rank {self.comm.rank}: {found} of the {math.prod(shape)} grid points of its x "
+                f"slab [{lo}, {hi}) are local dofs; the mesh is not partitioned in these slabs"
+            )
+
     def to_grid(self, u: fem.Function) -> np.ndarray:
-        """Grid values of ``u``: float64 ``(bs, X, Y, Z)``, identical on every rank."""
+        """Grid values of ``u``: float64 ``(bs, X, Y, Z)``, identical on every rank; on a
+        :class:`SlabGrid`, this rank's slab ``(bs, hi - lo, Y, Z)``."""
+        if self.slab is not None:
+            if self.comm.size > 1:
+                u.x.scatter_forward()
+            lo, hi = self.slab
+            out = np.empty((math.prod((hi - lo, *self.grid.shape[1:])), self.bs))
+            out[self._slab_flat] = u.x.array.reshape(-1, self.bs)[self._slab_dofs]
+            return out.T.reshape(self.bs, hi - lo, *self.grid.shape[1:])
         local = u.x.array.reshape(-1, self.bs)[self.dofs]
         values = np.concatenate(self.comm.allgather(local)) if self.comm.size > 1 else local
         out = np.empty((self.grid.points, self.bs))
@@ -73,13 +167,32 @@ class GridSampler:
         return out.T.reshape(self.bs, *self.grid.shape)
 
     def from_grid(self, u: fem.Function, values: np.ndarray) -> None:
-        """Set ``u``'s dofs at grid points from ``values`` ``(bs, X, Y, Z)`` or ``(X, Y, Z)``.
+        """Set ``u``'s dofs at grid points from ``values`` ``(bs, X, Y, Z)`` or ``(X, Y, Z)``
+        (the whole grid, on a :class:`SlabGrid` too).
 
         Exact for P1 (every dof is a grid point); dofs off the grid are left untouched.
         """
         flat = np.asarray(values).reshape(self.bs, -1).T
         u.x.array.reshape(-1, self.bs)[self.dofs] = flat[self.flat]
         u.x.scatter_forward()
+
+    def local(self, values: np.ndarray) -> np.ndarray:
+        """The part of whole-grid ``values`` ``(..., X, Y, Z)`` that :meth:`to_grid` returns on
+        this rank: its x slab on a :class:`SlabGrid`, all of it otherwise."""
+        return values if self.slab is None else values[..., self.slab[0] : self.slab[1], :, :]
+
+    def max(self, value: float) -> float:
+        """The largest of ``value`` over the ranks sampling slabs (``value`` itself otherwise),
+        for a decision on sampled values that every rank must take alike."""
+        if self.slab is None or self.comm.size == 1:
+            return value
+        return self.comm.allreduce(value, op=MPI.MAX)
+
+    def on_all_ranks(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on every rank sampling slabs (``flag`` itself otherwise)."""
+        if self.slab is None or self.comm.size == 1:
+            return flag
+        return self.comm.allreduce(flag, op=MPI.LAND)
 
 
 #: Linear-solver settings by name: a dict of PETSc options. The heat benchmark measured, on

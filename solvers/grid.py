@@ -7,6 +7,7 @@ the grid points. Snapshot ``k`` is at ``t_k = k * t_end / (T - 1)``; snapshot 0 
 condition; steady problems have ``T = 1``.
 """
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,3 +81,39 @@ class Grid:
     def mesh_grid(self) -> np.ndarray:
         """Point coordinates, shape ``(3, X, Y, Z)``, in the layout DOLFINx's ``interpolate`` takes."""
         return np.stack(np.meshgrid(self.axis(0), self.axis(1), self.axis(2), indexing="ij"))
+
+
+@dataclass(frozen=True)
+class SlabGrid(Grid):
+    """A :class:`Grid` that K ranks solve and sample in x slabs, one per rank.
+
+    Rank ``r`` holds the mesh cells between x rows ``slabs[r] = (lo, hi)`` and samples the grid
+    points of rows ``[lo, hi)`` only: ``(C, hi - lo, Y, Z)`` per snapshot, no gather. The slabs
+    tile ``[0, X)`` in rank order. A sample solved on a ``SlabGrid`` belongs to its
+    :attr:`whole` grid (a ``SlabGrid`` never equals a ``Grid``).
+    """
+
+    slabs: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        s = self.slabs
+        if not (
+            s
+            and s[0][0] == 0
+            and s[-1][1] == self.shape[0]
+            and all(lo < hi for lo, hi in s)
+            and all(a[1] == b[0] for a, b in itertools.pairwise(s))
+        ):
+            raise UserInputError(
+                f"x slabs {list(s)} do not tile the {self.shape[0]} x rows in order"
+            )
+        if len(self.slabs) > self.cells:
+            raise UserInputError(
+                f"{len(self.slabs)} x slabs need at least as many cells along x, got {self.cells}"
+            )
+
+    @property
+    def whole(self) -> Grid:
+        """The grid of the whole sample."""
+        return Grid(self.dim, self.resolution, self.snapshots, self.t_end)

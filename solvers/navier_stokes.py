@@ -157,7 +157,7 @@ class NavierStokes(Family):
                 flow.step(n * flow.tau, stats)
                 if n % every == 0:
                     frames.append(flow.sample(*samplers))
-                    if not np.all(np.isfinite(frames[-1])):
+                    if not samplers[0].on_all_ranks(bool(np.all(np.isfinite(frames[-1])))):
                         raise SolveError(f"non-finite velocity at step {n} of {steps}")
         finally:
             flow.close()

@@ -1,0 +1,237 @@
+"""One sample solved on K MPI ranks, each rank writing its own x slab of it to the store.
+
+Launched by ``pdeladder solve FAMILY ... --ranks K`` as ``mpiexec -n K python -m
+pdeladder.solvers.slab_solve JOB`` (``JOB``: the JSON of :func:`job`). The mesh is partitioned
+into the x slabs of the group's ``fields`` chunks (:func:`pdeladder.dataset.format.slabs`), so
+every rank samples and writes its own slab, whole chunks, and no rank gathers the sample. The
+store protocol (:meth:`~pdeladder.dataset.store.Group.write_slab`):
+
+1. rank 0 appends a placeholder sample to the group and :meth:`discard`\\ s it (status
+   missing), and sends its index to the others;
+2. every rank solves its part and writes its slab (fields and their digests);
+3. after a barrier, rank 0 :meth:`commit`\\ s the sample: the only step that marks it ok.
+
+A rank that dies before the commit leaves the sample missing (``store verify`` reports "a write
+did not finish"); a solve that fails (on every rank alike) is recorded as failed. For a given
+K the sample is bitwise reproducible; across K it equals the serial solve within the bounds
+of ``docs/curriculum.md`` ("One sample on K ranks").
+"""
+
+from mpi4py import MPI
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from pdeladder.dataset import format as fmt
+from pdeladder.errors import SolveError, UserInputError
+from pdeladder.solvers.family import Family, Sample, SolveStats, sample_generator
+from pdeladder.solvers.grid import Grid, SlabGrid
+from pdeladder.solvers.registry import get_family
+
+
+def chunk_x_for(X: int, ranks: int) -> int:
+    """The x chunk of a group whose samples ``ranks`` processes write in slabs: the largest
+    chunk that :func:`format.slabs` still cuts into ``ranks`` slabs (``ceil(X / ranks)`` when
+    that gives ``ranks`` chunks)."""
+    if not 1 <= ranks <= X:
+        raise UserInputError(f"{ranks} ranks for {X} x rows")
+    cx = -(-X // ranks)
+    while -(-X // cx) < ranks:
+        cx -= 1
+    return cx
+
+
+def check_ranks(ranks: int, grid: Grid, *, hosts: str | None) -> None:
+    """Refuse ``ranks`` that cannot solve ``grid`` here (UserInputError: one line, exit 2)."""
+    if ranks < 1:
+        raise UserInputError(f"--ranks must be at least 1, got {ranks}")
+    if ranks > grid.cells:
+        raise UserInputError(
+            f"--ranks {ranks} exceeds the {grid.cells} cells along x of resolution "
+            f"{grid.resolution}: every rank needs a slab of cells"
+        )
+    cores = os.cpu_count() or 1
+    if hosts is None and ranks > cores:
+        raise UserInputError(
+            f"--ranks {ranks} exceeds the {cores} cores of this machine; give --hosts to run "
+            "across a cluster"
+        )
+
+
+def x_slabs(group: Any, ranks: int) -> tuple[tuple[int, int], ...]:
+    """The x slabs that ``ranks`` processes write of a sample of ``group``: whole chunks of its
+    ``fields`` (UserInputError when it has fewer x chunks than ranks, or is older than
+    format 5)."""
+    if not group.blocked:
+        raise UserInputError(
+            f"{group.where()}: format version {group.attrs['format_version']} cannot take x "
+            "slabs; write to a new group or store"
+        )
+    cx, X = group.chunks["fields"].chunks[2], group.sample_shape[2]
+    try:
+        return tuple(fmt.slabs(X, cx, ranks))
+    except ValueError:
+        raise UserInputError(
+            f"{group.where()}: has {-(-X // cx)} x chunks of {cx} rows, too few for "
+            f"{ranks} ranks; write to a new stage"
+        ) from None
+
+
+def job(
+    family: str,
+    out: str,
+    grid: Grid,
+    params: dict[str, float],
+    seed: int,
+    stage: str,
+) -> dict[str, Any]:
+    """The JSON-able description of one slab solve, the argument of this module's ``main``."""
+    return {
+        "family": family,
+        "out": out,
+        "grid": [grid.dim, grid.resolution, grid.snapshots, grid.t_end],
+        "params": params,
+        "seed": seed,
+        "stage": stage,
+    }
+
+
+def open_group(spec: dict[str, Any], ranks: int) -> Any:
+    """The store group of ``spec``, created (if absent) with x chunks for ``ranks`` slabs."""
+    from pdeladder.dataset.store import open_store
+
+    fam = get_family(spec["family"])
+    grid = Grid(*spec["grid"])
+    store = open_store(spec["out"], mode="a", check_writable=True)
+    return store.require_group(spec["stage"], fam, grid, chunk_x=chunk_x_for(grid.shape[0], ranks))
+
+
+def solve_slab(
+    fam: Family, params: Any, grid: SlabGrid, seed: int, comm: MPI.Comm
+) -> tuple[np.ndarray | None, SolveStats, dict[str, Any]]:
+    """This rank's slab of the sample, float32 ``(T, C, hi - lo, Y, Z)`` (None when the solve
+    failed, on every rank alike), the solver statistics and provenance (as rank 0 has them,
+    wall and solve times the slowest rank's)."""
+    stats = SolveStats()
+    t0 = time.perf_counter()
+    fields, provenance, reason = None, {}, ""
+    try:
+        fields, provenance = fam.solve(params, grid, sample_generator(seed), comm, stats)
+        lo, hi = grid.slabs[comm.rank]
+        expected = (grid.snapshots, len(fam.channels_for(grid.dim)), hi - lo, *grid.shape[1:])
+        if fields.shape != expected or fields.dtype != np.float32:
+            raise AssertionError(
+                f"{fam.name} returned {fields.dtype}{fields.shape} on rank {comm.rank}, "
+                f"expected float32{expected}"
+            )
+        if not np.all(np.isfinite(fields)):
+            raise SolveError("non-finite values (NaN/Inf) in the solution")
+    except SolveError as err:
+        fields, reason = None, err.reason
+    reasons = comm.allgather(reason)
+    stats.wall_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    stats.solve_s = comm.allreduce(stats.solve_s, op=MPI.MAX)
+    if any(reasons):
+        fields = None
+        stats.status, stats.reason = "failed", next(r for r in reasons if r)
+    return fields, stats, provenance
+
+
+def mpiexec() -> str:
+    """The ``mpiexec`` of the MPI that mpi4py runs on: the mpich wheel's, beside the venv's
+    Python (else the first on ``PATH``)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
+    if found is None:
+        raise UserInputError("no mpiexec beside this Python or on PATH; install mpich")
+    return found
+
+
+def run_on_ranks(spec: dict[str, Any], ranks: int, hosts: str | None = None) -> dict[str, Any]:
+    """Run the slab solve of ``spec`` on ``ranks`` MPI processes (on ``hosts``, hydra's
+    ``-hosts``, when given) and return rank 0's JSON line. Raises SolveError when a rank died
+    (the sample is then not committed)."""
+    command = [mpiexec(), "-n", str(ranks), *(["-hosts", hosts] if hosts else [])]
+    command += [sys.executable, "-m", "pdeladder.solvers.slab_solve", json.dumps(spec)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode not in (0, 1) or not lines:
+        raise SolveError(
+            f"a rank of the {ranks}-rank solve died (mpiexec exit {done.returncode}); the "
+            "sample is not committed"
+        )
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str]) -> int:
+    comm = MPI.COMM_WORLD
+    spec = json.loads(argv[0])
+    ranks, rank = comm.size, comm.rank
+    fam = get_family(spec["family"])
+    params = fam.parse_params(spec["params"])
+    grid = Grid(*spec["grid"])
+    index = slabs = None
+    if rank == 0:
+        group = open_group(spec, ranks)
+        slabs = x_slabs(group, ranks)
+        # The index: a placeholder grows the group by one, then goes back to missing.
+        placeholder = Sample(
+            fam.name,
+            None,
+            grid,
+            params,
+            spec["seed"],
+            SolveStats(status="failed", reason=f"being solved on {ranks} ranks"),
+        )
+        index = group.append(placeholder)
+        group.discard(index)
+    index, slabs = comm.bcast((index, slabs), root=0)
+    slab_grid = SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)
+    fields, stats, provenance = solve_slab(fam, params, slab_grid, spec["seed"], comm)
+    lo, hi = slabs[rank]
+    written = 0
+    if fields is not None:
+        if rank != 0:
+            group = open_group(spec, ranks)
+        group.write_slab(index, lo, hi, fields)
+        written = fields.nbytes
+    del fields
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # bytes (Linux: KiB)
+    per_rank = comm.gather((written, peak), root=0)
+    comm.Barrier()  # every slab has landed
+    if rank == 0:
+        provenance = {**provenance, "ranks": ranks, "x_slabs": [list(s) for s in slabs]}
+        group.commit(index, Sample(fam.name, None, grid, params, spec["seed"], stats, provenance))
+        line = {
+            "family": fam.name,
+            "dim": grid.dim,
+            "resolution": grid.resolution,
+            "ranks": ranks,
+            "dofs": stats.dofs,
+            "steps": stats.steps,
+            "wall_s": round(stats.wall_s, 4),
+            "solve_s": round(stats.solve_s, 4),
+            "status": stats.status,
+            "index": index,
+            "x_slabs": [list(s) for s in slabs],
+            "bytes_per_rank": [w for w, _ in per_rank],
+            "peak_rss_mb_per_rank": [round(p / 2**20, 1) for _, p in per_rank],
+        }
+        if stats.status != "ok":
+            line["reason"] = stats.reason
+        print(json.dumps(line), flush=True)
+    comm.Barrier()
+    return 0 if stats.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
