@@ -118,6 +118,9 @@ def predict(
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
     batch_size: Annotated[int, typer.Option(min=1, help="Samples predicted at once.")] = 8,
     device: Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1, ...")] = "cpu",
+    domain_ranks: Annotated[
+        int, typer.Option(min=1, help="Processes that split each sample along x, each its slab.")
+    ] = 1,
 ) -> None:
     """Write the model's predicted rollouts into a store of the same format as --store (same
     groups, parameters, seeds and coordinates; fields = prediction)."""
@@ -144,6 +147,7 @@ def predict(
             batch_size=batch_size,
             device=device,
             progress=progress,
+            domain_ranks=domain_ranks,
         )
     finally:
         if bar.live.is_started:

@@ -16,6 +16,10 @@ a time. :func:`predict_into` is the one step that predicts and writes a batch.
 """
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +28,16 @@ from typing import Any
 import fsspec
 import numpy as np
 import torch
+import torch.distributed as dist
 
-from pdeladder.dataset.format import FAILED, MUTABLE_ATTRS, OK
+from pdeladder.dataset.format import FAILED, MUTABLE_ATTRS, OK, slabs
 from pdeladder.dataset.store import Group, Store, group_metadata, open_store, read_samples
-from pdeladder.errors import UserInputError
+from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.slab import DomainLayout, Slab
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.training.data import make_batch
 from pdeladder.trainer.training.layout import SlotLayout
@@ -67,10 +75,13 @@ def check_out(out_url: str, store_url: str, force: bool) -> None:
         fs.rm(path, recursive=True)
 
 
-def target_group(out: Store, source: Group, provenance: dict[str, Any]) -> Group:
+def target_group(
+    out: Store, source: Group, provenance: dict[str, Any], domain_ranks: int = 1
+) -> Group:
     """The group of ``out`` that receives ``source``'s predictions: same stage, family, grid,
     sample count, storage and attributes, plus a ``prediction`` attribute (``provenance``).
-    An appendable source gives a group of the size it has now."""
+    An appendable source gives a group of the size it has now. For ``domain_ranks`` writers,
+    the x axis is chunked so that each writes whole chunks (:func:`x_cuts`)."""
     family = get_family(source.family)
     n = source.attrs["n_samples"]
     if n is None:  # appendable: as many samples as it holds now (an empty one stays appendable)
@@ -79,9 +90,23 @@ def target_group(out: Store, source: Group, provenance: dict[str, Any]) -> Group
     reserved = group_metadata(source.attrs["stage"], family, source.grid, n, None, compression)
     attrs = {k: v for k, v in source.attrs.items() if k not in reserved and k not in MUTABLE_ATTRS}
     attrs["prediction"] = provenance
+    chunk_x = -(-source.grid.shape[0] // domain_ranks) if domain_ranks > 1 else None
     return out.require_group(
-        source.attrs["stage"], family, source.grid, n, attrs, compression=compression
+        source.attrs["stage"],
+        family,
+        source.grid,
+        n,
+        attrs,
+        compression=compression,
+        chunk_x=chunk_x,
     )
+
+
+def x_cuts(group: Group, domain_ranks: int) -> tuple[int, ...]:
+    """Where ``domain_ranks`` writers of ``group`` cut x: at its chunk boundaries."""
+    x, chunk = group.sample_shape[2], group.chunks["fields"].chunks[2]
+    edges = slabs(x, chunk, domain_ranks)
+    return (0, *(hi for _, hi in edges))
 
 
 @torch.no_grad()
@@ -93,42 +118,60 @@ def predict_into(
     indices: np.ndarray,
     records: dict[str, np.ndarray],
     provenance: dict[str, Any],
+    slab: Slab | None = None,
 ) -> None:
     """Predict the ok samples ``indices`` of ``source`` and write them at the same indices of
     ``target``.
 
     ``records``: the source's per-sample ``checksum`` ``(N,)``, ``params`` ``(N, P)``, ``seed``
     ``(N,)`` and ``provenance`` ``(N,)`` columns. Reads ``(B, T, C_f, X, Y, Z)`` fields, predicts
-    ``(B, C_slots, T, X, Y, Z)`` and writes each sample's ``(T, C_f, X, Y, Z)``.
+    ``(B, C_slots, T, X, Y, Z)`` and writes each sample's ``(T, C_f, X, Y, Z)``. With a
+    ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
+    predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
+    commits each sample.
     """
     layout = processor.layout
     family = get_family(source.family)
     grid = source.grid
     start = time.perf_counter()
-    fields = np.empty((len(indices), *source.sample_shape), np.float32)
-    read_samples([(source, int(i), int(records["checksum"][i])) for i in indices], out=list(fields))
+    if slab is None:
+        fields = np.empty((len(indices), *source.sample_shape), np.float32)
+        samples = [(source, int(i), int(records["checksum"][i])) for i in indices]
+        read_samples(samples, out=list(fields))
+    else:
+        lo, hi = slab.lo[1], slab.hi[1]
+        fields = np.stack([source.read_slab(int(i), "x", lo, hi) for i in indices])
     batch = make_batch(layout, source.family, grid, fields, records["params"][indices], True)
-    pred = predict(model, processor, processor.to_device(batch))
+    pred = predict(model, processor, processor.to_device(batch), slab)
     out = pred[:, layout.slot_indices(family, grid.dim)].movedim(1, 2).cpu().numpy()
     given = [c.role == "input" for c in family.channels_for(grid.dim)]
     out[:, :, given] = fields[:, :, given]  # inputs are given, not predicted
     if grid.snapshots > 1:
         out[:, 0] = fields[:, 0]  # the initial condition too
     share = (time.perf_counter() - start) / len(indices)
+    if slab is not None:
+        for k, i in enumerate(indices):
+            target.write_slab(int(i), slab.lo[1], slab.hi[1], np.ascontiguousarray(out[k]))
+        dist.barrier()  # every rank's slabs have landed
+        if dist.get_rank() != 0:
+            return
     for k, i in enumerate(indices):
         params = family.Params.from_vector(records["params"][i])
         solved = json.loads(records["provenance"][i] or "{}")
         prov = {**provenance, "source_index": int(i), "source_provenance": solved}
         sample = Sample(
             source.family,
-            np.ascontiguousarray(out[k], dtype=np.float32),
+            None if slab is not None else np.ascontiguousarray(out[k], dtype=np.float32),
             grid,
             params,
             int(records["seed"][i]),
             SolveStats(wall_s=share),
             prov,
         )
-        target.write(int(i), sample)
+        if slab is None:
+            target.write(int(i), sample)
+        else:
+            target.commit(int(i), sample)
 
 
 def copy_failure(source: Group, target: Group, index: int, records: dict[str, np.ndarray]) -> None:
@@ -156,17 +199,26 @@ def predict_store(
     batch_size: int = 8,
     device: str = "cpu",
     progress: Progress | None = None,
+    domain_ranks: int = 1,
 ) -> dict[str, int]:
     """Write the predictions of the model in ``checkpoint`` for ``groups`` of ``store_url``
     (default: every group the model knows) into a new store at ``out_url``; returns the samples
     predicted per group. Bad input (no model there, an unknown group, a non-empty ``out_url``
-    without ``force``) raises before anything is written."""
+    without ``force``, more ``domain_ranks`` than cores or than a group's x axis allows) raises
+    before anything is written.
+
+    ``domain_ranks > 1`` runs that many processes on gloo that split every sample along x: each
+    reads, predicts and writes only its x slab (its spectral transforms summed over the group),
+    and no process ever holds a whole sample.
+    """
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
+    if not 1 <= domain_ranks <= (os.cpu_count() or 1):
+        raise UserInputError(
+            f"--domain-ranks {domain_ranks}: between 1 and this machine's {os.cpu_count()} cores"
+        )
     model, meta = load_model(checkpoint, map_location=device)
-    model.to(device).eval()
     layout = SlotLayout.from_json(meta["layout"])
-    processor = DataProcessor(layout, device)
     store = open_store(store_url)
     known = model_groups(store, layout)
     if groups:
@@ -184,6 +236,14 @@ def predict_store(
     paths = list(dict.fromkeys(groups)) if groups else known
     if not paths:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
+    if domain_ranks > 1:
+        for path in paths:  # the x cuts at chunk boundaries must leave every rank enough points
+            grid = store.group(path).grid
+            x = grid.shape[0]
+            cuts = (0, *(hi for _, hi in slabs(x, -(-x // domain_ranks), domain_ranks)))
+            DomainLayout(x=domain_ranks, padding=model.config.padding, x_cuts=cuts).slab(
+                (grid.snapshots, *grid.shape), 0
+            )
     check_out(out_url, store_url, force)
     out = open_store(out_url, "a")
     provenance = {
@@ -192,27 +252,117 @@ def predict_store(
         "checkpoint_stage": meta.get("stage"),
         "checkpoint_step": meta.get("step"),
         "source_store": store_url,
+        "domain_ranks": domain_ranks,
     }
-    written = {}
+    targets, pending = {}, {}
     for path in paths:
         source = store.group(path)
-        group_prov = {**provenance, "source_group": path}
-        target = target_group(out, source, group_prov)
+        targets[path] = target_group(
+            out, source, {**provenance, "source_group": path}, domain_ranks
+        )
+        status = source.status()
+        failed = np.flatnonzero(status == FAILED)
+        if len(failed):
+            records = {name: source.column(name) for name in ("params", "seed", "reason")}
+            for i in failed:
+                copy_failure(source, targets[path], int(i), records)
+        pending[path] = (len(failed), int((status == OK).sum()))
+    job = {
+        "checkpoint": str(checkpoint),
+        "store": store_url,
+        "out": out_url,
+        "paths": paths,
+        "batch_size": batch_size,
+        "device": device,
+        "provenance": provenance,
+    }
+    bars = {
+        p: progress(p, f + n) if progress else (lambda _: None) for p, (f, n) in pending.items()
+    }
+    for path, (failed, _) in pending.items():
+        bars[path](failed)
+    if domain_ranks == 1:
+        predict_groups(job, rank=0, advance=lambda path, n: bars[path](n))
+    else:
+        run_ranks(job, domain_ranks, {p: (targets[p], n) for p, (_, n) in pending.items()}, bars)
+    for target in targets.values():
+        target.update_stats()
+    return {path: n for path, (_, n) in pending.items()}
+
+
+def predict_groups(
+    job: dict[str, Any], rank: int, domain: DomainGroup | None = None, advance=None
+) -> None:
+    """Predict every ok sample of the job's groups into their target groups (made already), as
+    the whole job (``domain`` None) or as rank ``rank`` of ``domain``, on x slabs."""
+    model, meta = load_model(job["checkpoint"], map_location=job["device"])
+    model.to(job["device"]).eval()
+    if domain is not None:
+        for block in model.blocks:
+            block.spectral.transform = SlabFFT(domain)
+    processor = DataProcessor(SlotLayout.from_json(meta["layout"]), job["device"])
+    store, out = open_store(job["store"]), open_store(job["out"], "a")
+    for path in job["paths"]:
+        source, target = store.group(path), out.group(path)
+        provenance = {**job["provenance"], "source_group": path}
         status = source.status()
         records = {name: source.column(name) for name in ("params", "seed", "provenance")}
         records["checksum"] = source.checksums(status)
+        slab = None
+        if domain is not None:
+            grid = source.grid
+            cuts = DomainLayout(
+                x=domain.size, padding=model.config.padding, x_cuts=x_cuts(target, domain.size)
+            )
+            slab = cuts.slab((grid.snapshots, *grid.shape), rank)
         ok = np.flatnonzero(status == OK)
-        failed = np.flatnonzero(status == FAILED)
-        if len(failed):
-            records["reason"] = source.column("reason")
-        advance = progress(path, len(ok) + len(failed)) if progress else lambda _: None
-        for i in failed:
-            copy_failure(source, target, int(i), records)
-        advance(len(failed))
-        for start in range(0, len(ok), batch_size):
-            part = ok[start : start + batch_size]
-            predict_into(model, processor, source, target, part, records, group_prov)
-            advance(len(part))
-        target.update_stats()
-        written[path] = len(ok)
-    return written
+        for start in range(0, len(ok), job["batch_size"]):
+            part = ok[start : start + job["batch_size"]]
+            predict_into(model, processor, source, target, part, records, provenance, slab)
+            if advance is not None:
+                advance(path, len(part))
+
+
+def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]], bars) -> None:
+    """Run the job on ``k`` local processes (gloo, a file rendezvous), showing the committed
+    samples as they land; raises PdeladderError naming the first rank that failed (the samples
+    it had not committed stay missing)."""
+    with tempfile.TemporaryDirectory(prefix="pdeladder-predict-") as folder:
+        spec = Path(folder, "job.json")
+        spec.write_text(json.dumps(job))
+        init = f"file://{folder}/rendezvous"
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        command = [sys.executable, "-m", "pdeladder.trainer.predict", str(spec), init, str(k)]
+        procs = [
+            subprocess.Popen([*command, str(r)], env=env, stderr=subprocess.PIPE, text=True)
+            for r in range(k)
+        ]
+        shown = dict.fromkeys(targets, 0)
+        while any(p.poll() is None for p in procs):
+            time.sleep(0.5)
+            for path, (target, _) in targets.items():
+                done = int((target.status() == OK).sum())
+                bars[path](done - shown[path])
+                shown[path] = done
+        errors = [(r, p.stderr.read()) for r, p in enumerate(procs) if p.returncode]
+        if errors:
+            rank, text = errors[0]
+            raise PdeladderError(f"predict: rank {rank} of {k} failed: {text.strip()[-2000:]}")
+        for path, (target, _) in targets.items():
+            bars[path](int((target.status() == OK).sum()) - shown[path])
+
+
+def main() -> None:
+    """One rank of :func:`run_ranks`: ``python -m pdeladder.trainer.predict JOB INIT K RANK``."""
+    job_file, init, k, rank = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=k)
+    try:
+        domain = DomainGroup(None, DomainLayout(x=k), tuple(range(k)), rank)
+        predict_groups(json.loads(Path(job_file).read_text()), rank, domain)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -186,3 +186,22 @@ def test_an_appendable_group_is_predicted_at_its_current_size(
     assert predict_store(ckpt, url, out) == {group.path: 3}
     verify(out)
     assert open_store(out).group(group.path).n_samples == 3
+
+
+def test_two_domain_ranks_write_the_one_worker_prediction_slab_by_slab(
+    known_store, predicted, tmp_path
+):
+    """Two processes on gloo, each reading, predicting and writing its x slab (x chunked at the
+    slab boundary, so no chunk has two writers), give the one-process prediction."""
+    ckpt, whole = predicted
+    out = str(tmp_path / "pred2.zarr")
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--domain-ranks", "2"]
+    result = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    verify(out)  # raises on any problem
+    for path in known_store.paths:
+        one, two = open_store(whole).group(path), open_store(out).group(path)
+        assert two.chunks["fields"].chunks[2] == 5  # 9 x points: slabs [0, 5) and [5, 9)
+        assert json.loads(two.column("provenance")[0])["domain_ranks"] == 2
+        for i in range(known_store.samples):
+            np.testing.assert_allclose(two.read(i), one.read(i), rtol=1e-5, atol=1e-6)

@@ -12,6 +12,7 @@ near an axis's end hold fewer grid points and the padding past the end (``Slab.p
 Pure arithmetic: nothing here talks to other ranks.
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -89,6 +90,7 @@ class DomainLayout:
     t: int = 1
     x: int = 1
     padding: float = 0.0  # the model's padding fraction: the padded axes are cut evenly
+    x_cuts: tuple[int, ...] | None = None  # or x cut here (0, .., X), padding on the last rank
 
     def __post_init__(self):
         if self.t < 1 or self.x < 1:
@@ -109,8 +111,9 @@ class DomainLayout:
 
     def slab(self, shape: tuple[int, ...], index: int) -> Slab:
         """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``: part ``i`` of the
-        padded axis, less the padding. Raises a one-line error when a part would hold fewer than
-        :data:`MIN_POINTS` grid points (the stencils' halos come from the nearest neighbour)."""
+        padded axis, less the padding (or, with ``x_cuts``, the x range they give it). Raises a
+        one-line error when a part would hold fewer than :data:`MIN_POINTS` grid points (the
+        stencils' halos come from the nearest neighbour)."""
         shape = tuple(int(n) for n in shape)
         pad = padding(shape, self.padding)
         lo, hi, padded_hi = (
@@ -123,13 +126,25 @@ class DomainLayout:
             if parts == 1:
                 continue
             n = shape[a]
-            last = n - bounds(n + pad[a], parts, parts - 1)[0]  # grid points of the last part
+            if name == "x" and self.x_cuts is not None:
+                cuts = self.x_cuts
+                if len(cuts) != parts + 1 or cuts[0] != 0 or cuts[-1] != n:
+                    raise UserInputError(
+                        f"domain layout: x cuts {cuts} do not split 0..{n} in {parts}"
+                    )
+                last = min(hi - lo for lo, hi in itertools.pairwise(cuts))
+            else:
+                last = n - bounds(n + pad[a], parts, parts - 1)[0]  # grid points of the last part
             if last < MIN_POINTS:
                 raise UserInputError(
                     f"domain layout: {n} points along {name} (plus {pad[a]} of padding) over "
                     f"{parts} ranks leave the last rank {max(last, 0)}; each needs at least "
                     f"{MIN_POINTS}: use fewer ranks"
                 )
+            if name == "x" and self.x_cuts is not None:
+                lo[a], hi[a] = self.x_cuts[part], self.x_cuts[part + 1]
+                padded_hi[a] = hi[a] + pad[a] if hi[a] == n else hi[a]
+                continue
             lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
             hi[a] = min(padded_hi[a], n)
         return Slab(shape, tuple(lo), tuple(hi), tuple(padded_hi))
