@@ -109,7 +109,7 @@ def test_the_local_runtime_listens_on_loopback_only(ray_local: None) -> None:
 
     worker = ray.get(ray.remote(lambda: os.getpid()).remote())  # a worker process listens too
     host, port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
-    runtime = descendants(os.getpid())
+    runtime = descendants(os.getpid()) | {os.getpid()}  # the driver, this process, too
     assert host == "127.0.0.1" and worker in runtime
     listeners = tcp_listeners(runtime)
     assert (ipaddress.ip_address(host), int(port)) in listeners  # the GCS, seen as listening

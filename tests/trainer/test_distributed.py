@@ -11,6 +11,9 @@ import contextvars
 import json
 import os
 import signal
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +21,7 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.trainer.models import load_model
+from pdeladder.trainer.training import loop
 from pdeladder.trainer.training.run import train_curriculum
 
 #: Set by the test; ``on_metrics`` must see it (callbacks run in the caller's context, as a
@@ -32,21 +36,58 @@ pytestmark = [
 ]
 
 
+def registered_step(run: Path, stage: str) -> int | None:
+    """The step of the latest checkpoint Ray Train's controller has registered for ``stage``
+    (from its snapshot in the run folder), or None before the first."""
+    for path in run.glob(f"ray/*-{stage}-*/checkpoint_manager_snapshot.json"):
+        try:  # written in place: a read may see it half written
+            latest = json.loads(path.read_text())["latest_checkpoint_result"]
+        except (OSError, ValueError):
+            continue
+        if latest is not None:
+            return latest["metrics"]["step"]
+    return None
+
+
+def rank_one_dies_at_step_7(run: Path):
+    """The training loop with an injected fault: in the first run of stage s1, rank 1 SIGKILLs
+    itself as it reports step 7, once the controller has registered the checkpoint of step 6.
+    Rank 0 waits for it in the same report, so no later checkpoint is ever written by that run."""
+
+    from ray import cloudpickle
+
+    # pickled by value: Ray Train's workers cannot import this test module
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+    def train_loop(cfg: dict) -> None:
+        import ray.train
+
+        report = ray.train.report
+
+        def report_or_die(metrics: dict, **kwargs) -> None:
+            first_run_step = (metrics["stage"], metrics["step"], metrics["resumed_from"])
+            if first_run_step == ("s1", 7, 0) and ray.train.get_context().get_world_rank() == 1:
+                deadline = time.monotonic() + 300
+                while registered_step(run, "s1") != 6:
+                    assert time.monotonic() < deadline, "step 6's checkpoint was not registered"
+                    time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGKILL)
+            report(metrics, **kwargs)
+
+        ray.train.report = report_or_die  # this worker process's, for this run only
+        loop.train_loop_per_worker(cfg)
+
+    return train_loop
+
+
 def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(
     tiny, tmp_path, monkeypatch
 ):
     spec, url, _ = tiny
     monkeypatch.chdir(os.path.dirname(url))  # a relative store path; the workers run elsewhere
-    seen, killed = [], []
-
-    def kill_rank_one_once(metrics: dict) -> None:
-        seen.append(metrics | {"caller": CALLER.get(None)})
-        if metrics["stage"] == "s1" and metrics["step"] >= 8 and not killed:
-            pid = metrics["worker_pids"][1]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-
     run = tmp_path / "run"
+    monkeypatch.setattr(loop, "train_loop_per_worker", rank_one_dies_at_step_7(run))
+    seen = []
     CALLER.set("this test")
     result = train_curriculum(
         spec,
@@ -57,18 +98,22 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(
         checkpoint_every=3,
         max_failures=1,
         progress=False,
-        on_metrics=kill_rank_one_once,
+        on_metrics=lambda metrics: seen.append(metrics | {"caller": CALLER.get(None)}),
     )
 
-    # s1: 8 supervised + 4 self-improvement steps, finished by a new worker group that resumed
-    # from a checkpoint written before the kill (steps 3 or 6; 8 was never checkpointed)
+    # s1: 8 supervised + 4 self-improvement steps; rank 1 died at step 7, and a new worker
+    # group resumed from the checkpoint of step 6 and ran steps 7 to 12
     s1 = [m for m in seen if m["stage"] == "s1"]
+    first = [m for m in s1 if m["resumed_from"] == 0]
+    resumed = [m for m in s1 if m["resumed_from"] != 0]
     assert {m["caller"] for m in seen} == {"this test"}
-    assert killed and s1[-1]["step"] == 12
-    assert s1[-1]["resumed_from"] in (3, 6)
-    assert killed[0] not in s1[-1]["worker_pids"]
-    assert [m["phase"] for m in s1 if m["resumed_from"] == 0][:8] == ["supervised"] * 8
-    assert s1[-1]["phase"] == "self_improvement"
+    assert [m["step"] for m in first][:6] == [1, 2, 3, 4, 5, 6]
+    assert max(m["step"] for m in first) <= 7  # rank 1 never reported 7
+    assert {m["phase"] for m in first} == {"supervised"}
+    assert [(m["step"], m["resumed_from"]) for m in resumed] == [(s, 6) for s in range(7, 13)]
+    assert [m["phase"] for m in resumed] == ["supervised"] * 2 + ["self_improvement"] * 4
+    killed = first[0]["worker_pids"][1]
+    assert killed not in s1[-1]["worker_pids"]
     assert all(abs(m["sharded_fraction"] - 0.5) < 0.1 for m in seen)  # FSDP2 over 2 ranks
     assert all(len(set(m["worker_pids"])) == 2 for m in seen)
 
