@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -68,20 +69,53 @@ def _domain_ranks(value: str | None) -> int | str | None:
     return int(value)
 
 
+class Metrics(StrEnum):
+    """``evaluate --metrics``: pdeladder's own, PDEBench's, The Well's, or all of them."""
+
+    ours = "ours"
+    pdebench = "pdebench"
+    well = "well"
+    all = "all"
+
+
 def evaluate(
     checkpoint: Annotated[Path, typer.Argument(help="Model folder (model.json + weights).")],
     store: Annotated[str, typer.Option(help="Store URL to evaluate on.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Write report.md/.json and PNGs here.")] = None,
+    metrics: Annotated[
+        Metrics,
+        typer.Option(
+            help="Metric convention: ours (trapezoidal space-time nRMSE), pdebench (nRMSE, "
+            "cRMSE, bRMSE, fRMSE), well (VRMSE) or all; each beside its baseline."
+        ),
+    ] = Metrics.ours,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
-    from pdeladder.trainer.evaluate import channel_cell, evaluate_checkpoint, ratio_cell
+    from pdeladder.trainer.evaluate import (
+        channel_cell,
+        convention_tables,
+        evaluate_checkpoint,
+        ratio_cell,
+    )
 
-    report = evaluate_checkpoint(checkpoint, store, out)
+    report = evaluate_checkpoint(checkpoint, store, out, metrics=metrics.value)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
+    console = Console()
+    if metrics in (Metrics.ours, Metrics.all):
+        console.print(ours_table(report, channel_cell, ratio_cell))
+    for title, header, rows in convention_tables(report):
+        table = Table(*header, title=title)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def ours_table(report: dict, channel_cell: Callable, ratio_cell: Callable) -> Table:
+    """pdeladder's scores of every group beside the baseline's, as a table."""
     table = Table(
         "group",
         "kind",
@@ -104,7 +138,7 @@ def evaluate(
             f"{r['residual']:.3g}",
             f"{r['residual_of_data']:.3g}",
         )
-    Console().print(table)
+    return table
 
 
 def predict(

@@ -16,12 +16,19 @@ all samples of groups at other resolutions, which test zero-shot super-resolutio
 - boundary error: RMSE on the boundary points, relative to the truth's RMS there;
 - the relative PDE residual of the prediction and of the solver data (its floor).
 
+The nRMSE is pdeladder's one definition, :func:`pdeladder.trainer.metrics.nrmse` (the training
+validation's too). With ``metrics`` ``pdebench``, ``well`` or ``all``, each group's report also
+holds the other conventions under their own names (:mod:`pdeladder.trainer.metrics`), for the
+model and its baseline alike: ``pdebench`` (nRMSE, RMSE, cRMSE, bRMSE, fRMSE low/mid/high per
+channel) and ``well`` (VRMSE per channel).
+
 Writes ``report.json``, ``report.md`` and, per group, a PNG of prediction, truth and error for the
 first sample at the final snapshot.
 """
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +37,7 @@ import torch
 
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.losses.data import relative_errors
+from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows
 from pdeladder.trainer.training.data import StoreBatches
@@ -42,6 +49,14 @@ from pdeladder.trainer.training.validation import predict, sample_scores
 FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
 #: Relative margin by which a model's nRMSE must undercut its baseline's to beat it.
 BEAT_MARGIN = 1e-4
+#: The metric conventions ``evaluate --metrics`` names, and the report sections each adds to
+#: pdeladder's own (always there: the family scores and the closed loop read them).
+CONVENTIONS: dict[str, tuple[str, ...]] = {
+    "ours": (),
+    "pdebench": ("pdebench",),
+    "well": ("well",),
+    "all": ("pdebench", "well"),
+}
 
 
 def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
@@ -76,7 +91,41 @@ def channel_nrmse(pred: torch.Tensor, truth: torch.Tensor, predicted: torch.Tens
     relative trapezoidal L2 error per sample and channel, 0 where ``predicted`` ``(B, C)`` is
     false. A group's nRMSE is its mean over samples and predicted channels, for the model and
     the baseline alike (as the trainer's held-out score)."""
-    return relative_errors(pred, truth) * predicted.to(pred.dtype)
+    return nrmse(pred, truth) * predicted.to(pred.dtype)
+
+
+def _finite(v: float) -> float | None:
+    """A score for JSON: None where it is undefined (an empty PDEBench band)."""
+    return v if math.isfinite(v) else None
+
+
+def convention_scores(
+    pred: torch.Tensor,
+    truth: torch.Tensor,
+    slots: list[int],
+    names: list[str],
+    dim: int,
+    conventions: tuple[str, ...],
+) -> dict[str, Any]:
+    """PDEBench's and The Well's scores per channel of ``pred`` against ``truth``
+    (``(B, C, T, X, Y, Z)``, physical), for the ``conventions`` asked for."""
+    out: dict[str, Any] = {}
+    p, t = pred[:, slots], truth[:, slots]
+    if "pdebench" in conventions:
+        s = pdebench_scores(p, t, dim)
+        out["pdebench"] = {
+            name: {
+                **{k: _finite(float(s[k][i])) for k in ("nrmse", "rmse", "crmse", "brmse")},
+                "frmse": dict(
+                    zip(("low", "mid", "high"), map(_finite, s["frmse"][i].tolist()), strict=True)
+                ),
+            }
+            for i, name in enumerate(names)
+        }
+    if "well" in conventions:
+        v = well_vrmse(p, t).mean((0, 2))
+        out["well"] = {name: {"vrmse": _finite(float(v[i]))} for i, name in enumerate(names)}
+    return out
 
 
 def mean_field(data: StoreBatches, indices: np.ndarray, batch_size: int = 8) -> torch.Tensor:
@@ -111,9 +160,14 @@ def beats(model: float, baseline: float) -> bool:
 
 
 def group_report(
-    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout, baseline: torch.Tensor
+    pred: torch.Tensor,
+    batch: dict[str, Any],
+    layout: SlotLayout,
+    baseline: torch.Tensor,
+    conventions: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Metrics of one batch: ``pred``, ``baseline`` and truth are ``(B, C, T, X, Y, Z)`` physical."""
+    """Metrics of one batch: ``pred``, ``baseline`` and truth are ``(B, C, T, X, Y, Z)`` physical;
+    ``conventions``: the other metric conventions to add (:data:`CONVENTIONS`)."""
     truth = batch["fields"].movedim(2, 1)
     grid = batch["grid"]
     slots = [i for i, p in enumerate(batch["predicted"][0].tolist()) if p]
@@ -139,31 +193,45 @@ def group_report(
         boundary[name] = float(
             ((pb - tb).square().mean() / tb.square().mean().clamp_min(1e-20)).sqrt()
         )
-    nrmse = {who: float(e[:, slots].mean()) for who, e in scores.items()}
+    group = {who: float(e[:, slots].mean()) for who, e in scores.items()}
+    names = [layout.slots[s] for s in slots]
+    others = {
+        who: convention_scores(p, truth, slots, names, grid.dim, conventions)
+        for who, p in (("model", pred), ("baseline", baseline))
+    }
+    extra = {c: {who: others[who][c] for who in others} for c in conventions}
     return {
         "samples": truth.shape[0],
-        "nrmse": nrmse["model"],
+        "nrmse": group["model"],
         "nrmse_per_channel": per_channel["model"],
-        "baseline_nrmse": nrmse["baseline"],
+        "baseline_nrmse": group["baseline"],
         "baseline_nrmse_per_channel": per_channel["baseline"],
-        "ratio": ratio(nrmse["model"], nrmse["baseline"]),
+        "ratio": ratio(group["model"], group["baseline"]),
         "ratio_per_channel": {
             c: ratio(v, per_channel["baseline"][c]) for c, v in per_channel["model"].items()
         },
-        "beats_baseline": beats(nrmse["model"], nrmse["baseline"]),
+        "beats_baseline": beats(group["model"], group["baseline"]),
         "rmse_bands": bands,
         "conservation_error": conservation,
         "boundary_error": boundary,
         "residual": float(residual.mean()),
         "residual_of_data": float(truth_residual.mean()),
+        **extra,
     }
 
 
 def evaluate_checkpoint(
-    checkpoint: str | Path, store_url: str, out_dir: str | Path | None = None, held_out: float = 0.1
+    checkpoint: str | Path,
+    store_url: str,
+    out_dir: str | Path | None = None,
+    held_out: float = 0.1,
+    metrics: str = "ours",
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
-    per family) and writes it under ``out_dir`` when given."""
+    per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
+    :data:`CONVENTIONS` (``ours``, ``pdebench``, ``well``, ``all``)."""
+    if metrics not in CONVENTIONS:
+        raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     model, meta = load_model(checkpoint)
     model.eval()
     layout = SlotLayout.from_json(meta["layout"])
@@ -194,7 +262,9 @@ def evaluate_checkpoint(
         if g.grid.snapshots == 1:
             mean = mean_field(data, data.train[0] if seen else test)
             baseline = "training mean field" if seen else "group mean field"
-        report = group_report(pred, batch, layout, baseline_prediction(batch, mean))
+        report = group_report(
+            pred, batch, layout, baseline_prediction(batch, mean), CONVENTIONS[metrics]
+        )
         report["baseline"] = baseline
         fam_dim = f"{g.family}/{g.grid.dim}d"
         report["kind"] = (
@@ -220,6 +290,7 @@ def evaluate_checkpoint(
     report = {
         "checkpoint": str(checkpoint),
         "store": store_url,
+        "metrics": metrics,
         "families": families,
         "groups": groups,
     }
@@ -241,6 +312,50 @@ def channel_cell(scores: dict[str, Any]) -> str:
     return ", ".join(
         f"{c}: {v:.3g} / {base[c]:.3g}" for c, v in scores["nrmse_per_channel"].items()
     )
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def convention_tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The other conventions' scores of a report as ``(title, header, rows)`` tables, one per
+    convention present: each score as ``model / baseline`` per group and channel."""
+    groups = report["groups"]
+    tables = []
+    if any("pdebench" in r for r in groups.values()):
+        keys = ("nrmse", "rmse", "crmse", "brmse")
+        rows = []
+        for path, r in groups.items():
+            model, base = r["pdebench"]["model"], r["pdebench"]["baseline"]
+            for c, m in model.items():
+                b = base[c]
+                rows.append(
+                    [path, c]
+                    + [f"{_num(m[k])} / {_num(b[k])}" for k in keys]
+                    + [
+                        "/".join(_num(v) for v in m["frmse"].values())
+                        + " ; "
+                        + "/".join(_num(v) for v in b["frmse"].values())
+                    ]
+                )
+        header = ["group", "channel", "nRMSE", "RMSE", "cRMSE", "bRMSE"]
+        header.append("fRMSE low/mid/high (model ; baseline)")
+        title = (
+            "PDEBench's metrics (per time step, plain spatial means, input snapshot excluded): "
+            "model / baseline"
+        )
+        tables.append((title, header, rows))
+    if any("well" in r for r in groups.values()):
+        rows = [
+            [path, c, f"{_num(v['vrmse'])} / {_num(r['well']['baseline'][c]['vrmse'])}"]
+            for path, r in groups.items()
+            if "well" in r
+            for c, v in r["well"]["model"].items()
+        ]
+        title = "The Well's VRMSE (RMSE over the truth's standard deviation): model / baseline"
+        tables.append((title, ["group", "channel", "VRMSE"], rows))
+    return tables
 
 
 def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: Path) -> None:
@@ -283,6 +398,9 @@ def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: P
             f"({r['baseline']}) | {ratio_cell(r)} | {channel_cell(r)} | {r['residual']:.3g} "
             f"({r['residual_of_data']:.3g}) | {b} | {cons} | {bnd} |"
         )
+    for title, header, rows in convention_tables(report):
+        lines += ["", title, "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     for path, pred, batch in plots:
         s = int(np.flatnonzero(batch["predicted"][0].numpy())[0])

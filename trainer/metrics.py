@@ -1,0 +1,191 @@
+"""Accuracy metrics: pdeladder's nRMSE and, beside it under their own names, PDEBench's and
+The Well's, so that a score can be compared with a published one.
+
+All functions take a prediction and its truth ``(B, C, T, X, Y, Z)`` (physical units, the uniform
+grid of the unit box, singleton axes for the missing dimensions) and the spatial dimension
+``dim`` where it matters. They are pure torch and compute in float64.
+
+**pdeladder's nRMSE** (:func:`nrmse`) is the one definition used by training validation
+(:func:`pdeladder.trainer.training.validation.sample_scores`), ``pdeladder evaluate`` and the
+closed loop: the relative L2 error over space-time with trapezoidal weights,
+
+.. math:: \\mathrm{nRMSE}_{b,c} = \\sqrt{\\frac{\\sum_{t,x} w_{t,x} (p - u)^2}
+          {\\sum_{t,x} w_{t,x} u^2 + 10^{-12}}}
+
+per sample and channel; a group's score is its mean over samples and predicted channels. Snapshot
+0 (the initial condition) is included: it carries weight ``1/2`` of an inner snapshot.
+
+**PDEBench** (Takamoto et al., NeurIPS 2022, "PDEBench: an extensive benchmark for scientific
+machine learning", and its ``metric_func``), written here from those definitions:
+
+- :func:`pdebench_nrmse`: per sample, channel and time step the spatial RMS of the error over the
+  spatial RMS of the truth (plain means, no quadrature weights), averaged over time steps;
+  the ``initial_step`` input snapshots are excluded (time-dependent groups only);
+- :func:`pdebench_rmse`: the same without the division;
+- :func:`pdebench_crmse`: error of the conserved quantity, the spatial mean: RMS over samples of
+  ``mean_x p - mean_x u``, averaged over time;
+- :func:`pdebench_brmse`: RMS of the error over the points of the ``2 dim`` boundary faces (1D:
+  the two end points; 2D: ``2 nx + 2 ny`` points, a corner once per face it is on), averaged
+  over samples and time (PDEBench's 3D code sums the channels together here; this is per
+  channel, as its 1D and 2D code);
+- :func:`pdebench_frmse`: RMSE in Fourier space in the bands of wavenumber index
+  ``[0, 4)``, ``[4, 12)``, ``[12, ...)`` (PDEBench's fixed ``iLow = 4``, ``iHigh = 12``). In 1D
+  the error spectrum ``|F(p - u)_k|²`` (``rfft``) is averaged over samples, rooted and divided
+  by ``nx`` per mode; in 2D/3D ``|F(p - u)|²`` (``fftn``) of the non-negative wavenumbers
+  ``0 <= k_i < n_i/2`` is summed into shells ``floor(|k|)`` (``|k| < min(n_i/2)``), averaged over
+  samples, rooted and divided by the number of grid points. Each band's value is the mean over
+  its modes, then over time. An empty band (a grid with fewer modes than the band's start) is
+  NaN, as in PDEBench. This is a score of a set of samples, not of one.
+
+**The Well** (Ohana et al., NeurIPS 2024, ``the_well.benchmark.metrics``):
+
+- :func:`well_vrmse`: ``sqrt(mean_x (p - u)² / (std_x(u)² + 1e-7))`` per sample, channel and time
+  step; ``std`` is torch's (unbiased, ``N - 1``) as in The Well's code. The input snapshot is
+  excluded as for PDEBench; a group's VRMSE is the mean over samples and scored time steps.
+
+Differences worth knowing when comparing numbers: PDEBench and The Well weigh every grid point
+alike and score each time step separately, so their nRMSE weights late, small-norm snapshots
+more than pdeladder's space-time ratio does; neither has a baseline, so pdeladder reports both
+beside the trivial baseline's on the same samples.
+"""
+
+import math
+
+import torch
+
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.losses.data import relative_errors
+
+#: PDEBench's fixed Fourier band edges (wavenumber index): low ``[0, 4)``, mid ``[4, 12)``, high.
+PDEBENCH_BANDS = (4, 12)
+#: The Well's ``eps`` in VRMSE's denominator.
+WELL_EPS = 1e-7
+SPACE = (-3, -2, -1)
+
+
+def nrmse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
+) -> torch.Tensor:
+    """pdeladder's nRMSE ``(B, C)``: the trapezoid-weighted relative L2 error over space-time
+    (module docstring); on a ``slab`` of a sample split over ``domain``, as
+    :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
+    return relative_errors(pred, target, slab=slab, domain=domain)
+
+
+def scored_steps(fields: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+    """The snapshots PDEBench and The Well score: all but the first ``initial_step`` (the model's
+    input) when there are more, else all (a steady group's one snapshot)."""
+    return fields[:, :, initial_step:] if fields.shape[2] > initial_step else fields
+
+
+def _pair(pred: torch.Tensor, target: torch.Tensor, initial_step: int):
+    if pred.shape != target.shape or pred.ndim != 6:
+        raise ValueError(
+            f"pred {tuple(pred.shape)} and target {tuple(target.shape)}: want equal "
+            "(B, C, T, X, Y, Z)"
+        )
+    return (scored_steps(pred.double(), initial_step), scored_steps(target.double(), initial_step))
+
+
+def pdebench_rmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+    """PDEBench's RMSE ``(B, C)``: spatial RMS of the error per time step, mean over time."""
+    p, u = _pair(pred, target, initial_step)
+    return (p - u).square().mean(SPACE).sqrt().mean(-1)
+
+
+def pdebench_nrmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+    """PDEBench's nRMSE ``(B, C)``: spatial RMS of the error over the spatial RMS of the truth
+    per time step (no epsilon, as PDEBench), mean over the scored time steps."""
+    p, u = _pair(pred, target, initial_step)
+    return ((p - u).square().mean(SPACE).sqrt() / u.square().mean(SPACE).sqrt()).mean(-1)
+
+
+def pdebench_crmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+    """PDEBench's cRMSE ``(C,)``: RMS over samples of the spatial means' difference, mean over
+    time (a score of the set of samples)."""
+    p, u = _pair(pred, target, initial_step)
+    return (p.mean(SPACE) - u.mean(SPACE)).square().mean(0).sqrt().mean(-1)
+
+
+def pdebench_brmse(
+    pred: torch.Tensor, target: torch.Tensor, dim: int, initial_step: int = 1
+) -> torch.Tensor:
+    """PDEBench's bRMSE ``(B, C)``: RMS of the error over the points of the ``2 dim`` boundary
+    faces (each face with all its points), mean over time."""
+    p, u = _pair(pred, target, initial_step)
+    sq = (p - u).square()
+    total, count = torch.zeros(sq.shape[:3], dtype=sq.dtype), 0
+    for a in range(dim):
+        axis = 3 + a
+        for end in (0, sq.shape[axis] - 1):
+            face = sq.select(axis, end)
+            total = total + face.sum((-2, -1))
+            count += face[0, 0, 0].numel()
+    return (total / count).sqrt().mean(-1)
+
+
+def pdebench_frmse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    dim: int,
+    initial_step: int = 1,
+    bands: tuple[int, int] = PDEBENCH_BANDS,
+) -> torch.Tensor:
+    """PDEBench's fRMSE ``(C, 3)``: low / mid / high Fourier bands (module docstring) of the set
+    of samples, mean over time; NaN for a band without modes."""
+    p, u = _pair(pred, target, initial_step)
+    e = p - u  # (B, C, T, X, Y, Z)
+    n = e.shape[3 : 3 + dim]
+    space = tuple(range(3, 3 + dim))
+    if dim == 1:
+        spec = torch.fft.rfft(e[..., 0, 0], dim=3).abs().square()  # (B, C, T, X//2 + 1)
+        per_mode = spec.mean(0).sqrt() / n[0]  # (C, T, modes)
+    else:
+        spec = torch.fft.fftn(e, dim=space).abs().square()
+        spec = spec[(slice(None),) * 3 + tuple(slice(0, m // 2) for m in n)]
+        if dim == 2:
+            spec = spec[..., 0]
+        shells = min(m // 2 for m in n)
+        k = torch.stack(
+            torch.meshgrid(*[torch.arange(m // 2, dtype=e.dtype) for m in n], indexing="ij")
+        )
+        shell = k.square().sum(0).sqrt().floor().long()  # floor(|k|) per mode
+        flat = spec.flatten(3)[..., (shell < shells).flatten()]
+        idx = shell.flatten()[shell.flatten() < shells]
+        summed = torch.zeros((*flat.shape[:3], shells), dtype=e.dtype)
+        summed.index_add_(3, idx, flat)  # (B, C, T, shells)
+        per_mode = summed.mean(0).sqrt() / math.prod(n)  # (C, T, shells)
+    lo, hi = bands
+    out = [
+        per_mode[..., s].mean(-1).mean(-1) for s in (slice(0, lo), slice(lo, hi), slice(hi, None))
+    ]
+    return torch.stack(out, dim=-1)
+
+
+def well_vrmse(
+    pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1, eps: float = WELL_EPS
+) -> torch.Tensor:
+    """The Well's VRMSE ``(B, C, T')``: ``sqrt(mean_x (p - u)² / (std_x(u)² + eps))`` per sample,
+    channel and scored time step (``std`` unbiased, as torch's and The Well's)."""
+    p, u = _pair(pred, target, initial_step)
+    var = u.flatten(3).std(-1).square()
+    return ((p - u).square().mean(SPACE) / (var + eps)).sqrt()
+
+
+def pdebench_scores(
+    pred: torch.Tensor, target: torch.Tensor, dim: int, initial_step: int = 1
+) -> dict[str, torch.Tensor]:
+    """Every PDEBench metric of a set of samples, per channel: ``rmse``, ``nrmse``, ``crmse``,
+    ``brmse`` ``(C,)`` (means over samples) and ``frmse`` ``(C, 3)``."""
+    return {
+        "rmse": pdebench_rmse(pred, target, initial_step).mean(0),
+        "nrmse": pdebench_nrmse(pred, target, initial_step).mean(0),
+        "crmse": pdebench_crmse(pred, target, initial_step),
+        "brmse": pdebench_brmse(pred, target, dim, initial_step).mean(0),
+        "frmse": pdebench_frmse(pred, target, dim, initial_step),
+    }
