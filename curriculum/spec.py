@@ -18,14 +18,18 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 class LearningRate(BaseModel):
     """Learning-rate schedule: linear warm-up from 0 to ``initial`` over ``warmup_steps``, then
     ``constant``, ``cosine`` decay to ``final`` at the last step, or ``step`` decay by ``gamma``
-    every ``step_size`` steps."""
+    every ``step_size`` steps.
+
+    The defaults are the measured recipe (docs/trainer.md, "Training recipe"): AdamW at 1e-3
+    left the operator far from fitting its own training set in a few hundred steps (2D Burgers,
+    400 steps: held-out nRMSE 0.94, 3e-3 with a 20-step warm-up: 0.37)."""
 
     model_config = FROZEN
 
-    initial: float = Field(1e-3, gt=0)
+    initial: float = Field(3e-3, gt=0)
     schedule: Literal["constant", "cosine", "step"] = "cosine"
     final: float = Field(1e-5, ge=0, description="cosine: rate at the last step")
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: int = Field(20, ge=0)
     step_size: int = Field(1000, ge=1, description="step: steps between decays")
     gamma: float = Field(0.5, gt=0, le=1, description="step: factor per decay")
 

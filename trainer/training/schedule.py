@@ -7,8 +7,13 @@ from typing import Any
 def learning_rate(step: int, total: int, spec: dict[str, Any]) -> float:
     """Rate at ``step`` of ``total``: linear warm-up over ``warmup_steps``, then ``constant``,
     ``cosine`` (from ``initial`` to ``final`` at the last step) or ``step`` (times ``gamma`` every
-    ``step_size`` steps)."""
-    initial, warmup = spec["initial"], spec.get("warmup_steps", 0)
+    ``step_size`` steps).
+
+    The warm-up takes at most a tenth of ``total``, so a short stage (a smoke test, a demo) still
+    spends most of its steps at its rate instead of ramping up to it.
+    """
+    initial = spec["initial"]
+    warmup = min(spec.get("warmup_steps", 0), total // 10)
     if step < warmup:
         return initial * (step + 1) / warmup
     kind = spec.get("schedule", "cosine")
