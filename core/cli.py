@@ -1,7 +1,7 @@
 """The ``pdeladder`` command line: small commands over the library.
 
 Each layer owns its sub-application (``solvers``, ``store``, ``curriculum``, ``flows``) and its
-top-level commands (``solve``, ``train``, ``evaluate``, ``predict``); this module only assembles
+top-level commands (``solve``, ``train``, ``evaluate``, ``predict``, ``scale``); this module only assembles
 them and turns :class:`~pdeladder.errors.PdeladderError` into a one-line message and exit code 2.
 """
 
@@ -41,6 +41,9 @@ def _register() -> None:
     app.command("train")(trainer_cli.train)
     app.command("evaluate")(trainer_cli.evaluate)
     app.command("predict")(trainer_cli.predict)
+    from pdeladder.trainer import scale_cli
+
+    app.command("scale")(scale_cli.scale)
 
 
 _register()
