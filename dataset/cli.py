@@ -115,3 +115,70 @@ def plot(
     g = open_store(url).group(group)
     path = out or Path(f"{group.replace('/', '_')}_{sample}.png")
     console.print(f"wrote {plot_sample(g, sample, path)}")
+
+
+@app.command()
+def export(
+    url: Url,
+    layout: Annotated[
+        str, typer.Option("--format", help="Layout to write: vtk (ParaView) or the-well.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write (must be new or empty).")],
+    group: Annotated[
+        str | None, typer.Option("--group", help="Group path of the sample (vtk).")
+    ] = None,
+    sample: Annotated[int | None, typer.Option("--sample", help="Sample index (vtk).")] = None,
+    groups: Annotated[
+        list[str] | None,
+        typer.Option("--groups", help="Group to export (the-well; repeatable; default all)."),
+    ] = None,
+    held_out: Annotated[
+        float, typer.Option(help="Held-out fraction, split as the trainer does (the-well).")
+    ] = 0.1,
+    force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
+) -> None:
+    """Write samples in another tool's layout: a ParaView time series of one sample (vtk:
+    a .pvd of .vti files) or one Well dataset per group (the-well: HDF5 per split)."""
+    from pdeladder.dataset.export import check_format, check_out
+    from pdeladder.dataset.store import open_store
+    from pdeladder.errors import UserInputError
+
+    check_format(layout)
+    check_out(out, force)
+    store = open_store(url)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+
+    def progress(description: str) -> Callable[[int], Callable[[int], None]]:
+        def start(total: int) -> Callable[[int], None]:
+            bar.start()  # after every input check: errors print one line
+            task = bar.add_task(description, total=total)
+            return lambda n: bar.advance(task, n)
+
+        return start
+
+    try:
+        if layout == "vtk":
+            from pdeladder.dataset.export.vtk import export_vtk
+
+            if group is None or sample is None:
+                raise UserInputError("--format vtk needs --group and --sample")
+            g = store.group(group)
+            written = export_vtk(
+                g, sample, out, force=force, progress=progress(f"{group} sample {sample}")
+            )
+        else:
+            from pdeladder.dataset.export.well import export_well
+
+            written = export_well(
+                store, out, groups=groups, held_out=held_out, force=force, progress=progress
+            )
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    console.print(f"wrote {written}")

@@ -1,0 +1,44 @@
+"""Export of stored samples into other tools' layouts: ParaView (``vtk``: a ``.pvd`` time series
+of ``.vti`` image files) and The Well (``the-well``: one HDF5 dataset per group).
+
+Every exporter checks its whole input before it writes a byte (:func:`prepare_out`, the group and
+sample checks), then streams: one sample, or one snapshot, in memory at a time.
+"""
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from pdeladder.errors import UserInputError
+
+#: ``store export --format`` choices.
+FORMATS = ("vtk", "the-well")
+
+#: ``progress(total)`` is called once with the number of steps and returns ``advance(n)``.
+Progress = Callable[[int], Callable[[int], None]]
+
+
+def no_progress(total: int) -> Callable[[int], None]:
+    return lambda n: None
+
+
+def check_format(name: str) -> str:
+    if name not in FORMATS:
+        raise UserInputError(f"--format {name!r}: unknown; choose one of {', '.join(FORMATS)}")
+    return name
+
+
+def check_out(out: Path, force: bool) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder unless ``force``."""
+    if out.exists() and not out.is_dir():
+        raise UserInputError(f"{out}: exists and is not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserInputError(f"{out}: exists and is not empty; pass --force to replace it")
+
+
+def prepare_out(out: Path, force: bool) -> None:
+    """Empty (``force``) or create the output folder; call after every input check passed."""
+    check_out(out, force)
+    if out.is_dir() and force:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
