@@ -9,6 +9,7 @@ collectives. Rank 0 writes ``{case: {quantity: relative error or count}}`` as JS
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -20,6 +21,7 @@ from pdeladder.trainer.distributed.slab import DomainLayout
 from pdeladder.trainer.distributed.slab import padding as pad_of
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.loop import load_training_state, save_training_state
 
 #: (name, grid (T, X, Y, Z), modes, ranks along (t, x), batch, padding, checkpointing)
 CASES = {
@@ -48,6 +50,7 @@ STEPS = {
     ],
 }
 IN, OUT, FAMILIES = 3, 2, 2
+CPU = torch.device("cpu")
 
 
 def config(modes, padding) -> OperatorConfig:
@@ -158,6 +161,38 @@ def check_step(name, grid, modes, ranks, meshes):
     }
 
 
+def check_resume_on_another_mesh(folder: str, meshes) -> dict:
+    """A training state saved on a ``dp = world`` mesh (FSDP2 only) loads into a
+    ``dp = 1 × domain = world`` mesh: the same parameters and optimizer state."""
+    world = dist.get_world_size()
+    grid, modes = (5, 13, 6, 1), (2, 3, 2, 1)
+    states = []
+    for dims in (ParallelDims(world), ParallelDims.of(world, DomainLayout(x=world, padding=0.25))):
+        torch.manual_seed(5 if not states else 6)  # different weights before the load
+        model = LadderOperator(config(modes, 0.25))
+        model = parallelize(model, dims, meshes(dims) if dims.domain.size > 1 else None, CPU)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        if not states:
+            x, family, weight = case_data(grid, 2, seed=7)
+            rows = slice(dist.get_rank(), dist.get_rank() + 1)
+            loss_of(model(x[rows], family[rows]), weight[rows]).backward()
+            opt.step()
+            save_training_state(folder, model, opt, {"step": 1})
+        else:
+            load_training_state(folder, model, opt)
+        params = torch.cat([p.full_tensor().flatten() for p in model.parameters()])
+        moments = torch.cat(
+            [
+                opt.state[p][name].full_tensor().flatten()
+                for p in model.parameters()
+                for name in ("exp_avg", "exp_avg_sq")
+            ]
+        )
+        states.append((params, moments))
+    (p0, m0), (p1, m1) = states
+    return {"params": rel(p1, p0), "optimizer_state": rel(m1, m0)}
+
+
 def main() -> None:
     rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -170,6 +205,10 @@ def main() -> None:
 
     results = {c[0]: check_case(*c, meshes) for c in CASES[world]}
     results |= {c[0]: check_step(*c, meshes) for c in STEPS[world]}
+    if world == 2:
+        results["resume on another mesh"] = check_resume_on_another_mesh(
+            str(Path(out).with_name("state")), meshes
+        )
     if rank == 0:
         with open(out, "w") as f:
             json.dump(results, f, indent=1)
