@@ -65,13 +65,6 @@ def time_derivative(f: torch.Tensor, grid: Grid, time_axis: int = 1) -> torch.Te
     return (f.narrow(time_axis, 2, n - 2) - f.narrow(time_axis, 0, n - 2)) / (2 * grid.dt)
 
 
-def second_time_derivative(f: torch.Tensor, grid: Grid, time_axis: int = 1) -> torch.Tensor:
-    """∂²f/∂t² at interior snapshots (central, second order)."""
-    n = f.shape[time_axis]
-    mid = f.narrow(time_axis, 1, n - 2)
-    return (f.narrow(time_axis, 2, n - 2) - 2 * mid + f.narrow(time_axis, 0, n - 2)) / grid.dt**2
-
-
 def time_interior(f: torch.Tensor, time_axis: int = 1) -> torch.Tensor:
     """Drop the first and last snapshot, to align with :func:`time_derivative`."""
     return f.narrow(time_axis, 1, f.shape[time_axis] - 2)

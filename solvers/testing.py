@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -167,10 +167,3 @@ class FamilyContract:
         parallel = np.load(out)
         scale = float(np.abs(sample.fields).max())
         np.testing.assert_allclose(parallel, sample.fields, atol=1e-5 * scale, rtol=0)
-
-
-def run_json(args: list[str]) -> Any:
-    """Run ``pdeladder ARGS --json`` in a subprocess and parse its output."""
-    exe = os.path.join(os.path.dirname(sys.executable), "pdeladder")
-    out = subprocess.run([exe, *args, "--json"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)

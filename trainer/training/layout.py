@@ -95,12 +95,6 @@ class SlotLayout:
             entry["mean"][s] = float(m)
             entry["std"][s] = float(d) if d > 0 else 1.0
 
-    def field_stats(self, family_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and std per sample and slot, float32 ``(B, C_slots)`` each."""
-        mean = np.array([self.stats[self.families[i]]["mean"] for i in family_ids], np.float32)
-        std = np.array([self.stats[self.families[i]]["std"] for i in family_ids], np.float32)
-        return mean, std
-
     def normalise_params(self, family: Family, params: np.ndarray) -> np.ndarray:
         """``(N, P_f)`` physical parameters → ``(N, n_params)`` in ``[-1, 1]``, zero padded."""
         out = np.zeros((params.shape[0], self.n_params), np.float32)
