@@ -22,6 +22,7 @@ checks the prediction against measured peaks.
 """
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -86,8 +87,9 @@ def saved_bytes(
     over the batch); the lift's concatenated input, hidden layer and its GELU
     ``B N (in + 4 + 4w) a`` and the family ids; per block its input and (all but the last) its
     GELU's input, ``B w P a`` each, the spectral mixing's rows ``2 B w M`` and kept weights
-    ``2 w² M`` (float32) and their gather index; the projection's cropped input, hidden layer
-    and GELU ``B N 5w a``. With checkpointing only each stage's input stays: the coordinates,
+    ``2 w² M`` (float32) and their gather index; the projection's cropped input (``B w N a``, or
+    the last block's whole output ``B w P a`` when the crop is a view of it), its hidden layer and
+    GELU ``B N 4w a``. With checkpointing only each stage's input stays: the coordinates,
     the family ids and ``layers + 1`` hidden fields ``B w P a``, of which ``offload`` moves the
     blocks' ``layers`` off the device (tensors under the offload's ``MIN_BYTES`` stay).
     """
@@ -103,13 +105,25 @@ def saved_bytes(
     # index_select's index: W(k) (and W(-k) with the ½ pairs when the half axis is not z)
     gather = LONG * m if sel.half == 3 else 2 * LONG * m + 4 * FLOAT
     spectral = FLOAT * (2 * b * w * m + 2 * w * w * m) + gather
-    project = b * n * 5 * w * act
+    # the cropped hidden field flattens to a view of the last block's output when the padding
+    # cut off the leading non-singleton axis only, else to a copy
+    view = _crop_is_view(slab.local_shape, padded.local_shape)
+    project = b * n * (4 * w + (0 if view else w)) * act  # the view is its input, kept anyway
     if not checkpointing:
         blocks = layers * (hidden + spectral) + (layers - 1) * hidden  # inputs, GELUs, mixing
-        return Saved(coords + lift + blocks + project, 0, 0)
+        return Saved(coords + lift + blocks + project + (hidden if view else 0), 0, 0)
     moved = layers * hidden if offload != "none" and hidden >= MIN_BYTES else 0
     kept = coords + family + (layers + 1) * hidden - moved
     return Saved(kept, moved, max(lift, spectral + hidden, project))
+
+
+def _crop_is_view(local: tuple[int, ...], padded: tuple[int, ...]) -> bool:
+    """Whether the crop of a contiguous ``padded`` grid to its first ``local`` points per axis
+    flattens without a copy (torch's view rule: each kept axis's stride is the next kept axis's
+    stride times its size)."""
+    strides = [math.prod(padded[a + 1 :]) for a in range(len(padded))]
+    kept = [a for a, n in enumerate(local) if n > 1]
+    return all(strides[a] == strides[b] * local[b] for a, b in itertools.pairwise(kept))
 
 
 def transform_bytes(config: OperatorConfig, slab: Slab, batch: int) -> int:

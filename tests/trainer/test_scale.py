@@ -1,0 +1,183 @@
+"""The scale model (trainer/distributed/memory.py, scale.py) against the real model.
+
+- Activations: the bytes autograd saves in a training forward pass (every distinct storage the
+  saved-tensor hooks see, parameters and the model input excluded) equal :func:`saved_bytes`
+  exactly, on whole samples and on each rank's slab of a 2-rank layout, with and without
+  checkpointing and disk offload; so do the tensors one stage's recomputation saves.
+- Communication: the bytes :attr:`DomainGroup.sent` counts in one training step (the spectral
+  all-reduce forward, backward and recomputed, the loss's sums, the H1 loss's halos) on 1 and
+  2 gloo processes equal :func:`domain_sent` exactly.
+- ``pdeladder scale``: a layout, the fit search, and one-line errors with exit 2.
+"""
+
+import json
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from pdeladder.cli import app
+from pdeladder.errors import exit_on_error
+from pdeladder.trainer.distributed.memory import saved_bytes
+from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
+from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
+from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+
+RANK = Path(__file__).with_name("scale_rank.py")
+sys.path.insert(0, str(RANK.parent))
+from scale_rank import CASES  # noqa: E402
+from scale_rank import config as rank_config  # noqa: E402
+
+#: (grid (T, X, Y, Z), modes, width, batch); the last is large enough for offload to move it
+GRIDS = [
+    ((6, 9, 7, 1), (2, 3, 3, 1), 6, 2),
+    ((5, 17, 1, 1), (2, 4, 1, 1), 6, 1),
+    ((4, 8, 6, 5), (2, 3, 2, 2), 6, 2),
+    ((4, 16, 12, 1), (2, 4, 4, 1), 16, 2),
+]
+
+
+class SavedStorages:
+    """Bytes of the distinct storages autograd saves within the context, less ``excluded``."""
+
+    def __init__(self, excluded: list[torch.Tensor]):
+        self.excluded = {t.untyped_storage().data_ptr() for t in excluded}
+        self.seen: dict[int, int] = {}
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in self.excluded:
+            self.seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    def __enter__(self):
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        self.hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.hooks.__exit__(*exc)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.seen.values())
+
+    @classmethod
+    def around(cls, call, excluded: list[torch.Tensor]) -> int:
+        """The bytes ``call()`` saves, less ``excluded``."""
+        with cls(excluded) as saved:
+            call()
+        return saved.bytes
+
+
+def slabs(grid, k):
+    layout = DomainLayout(x=k, padding=0.25)
+    return [layout.slab(grid, i) for i in range(k)] if k > 1 else [Slab.whole(grid)]
+
+
+@pytest.mark.parametrize(("grid", "modes", "width", "batch"), GRIDS)
+@pytest.mark.parametrize("k", [1, 2])
+def test_saved_activations_are_counted_exactly(grid, modes, width, batch, k):
+    torch.manual_seed(0)
+    cfg = OperatorConfig(3, 2, width=width, layers=3, modes=modes, families=2)
+    model = LadderOperator(cfg)
+    family = torch.arange(batch) % 2
+    for slab in slabs(grid, k):
+        x = torch.randn(batch, 3, *slab.local_shape)
+        for checkpointing, offload in ((False, "none"), (True, "none"), (True, "disk")):
+            model.checkpointing, model.offload = checkpointing, offload
+            predicted = saved_bytes(cfg, slab, batch, checkpointing, offload)
+            if offload == "disk" and not predicted.offloaded:
+                continue  # under the offload's size threshold: the hooks could not see it stay
+            with SavedStorages([x, *model.parameters()]) as saved:
+                model(x, family, slab)
+            assert saved.bytes == predicted.kept, (slab, checkpointing, offload)
+        # the recomputation of each stage saves what the same stage saves unchecked
+        model.checkpointing = False
+        padded = slab.padded(padding(slab.shape, cfg.padding))
+        coords = torch.zeros(batch, 4, *slab.local_shape)
+        h = torch.zeros(batch, width, *padded.local_shape, requires_grad=True)  # as in training
+        weights = list(model.parameters())  # a stage's inputs are kept by checkpointing
+        stages = [
+            SavedStorages.around(
+                partial(model.lifted, x, coords, family, padded), [x, coords, *weights]
+            ),
+            SavedStorages.around(partial(model.blocks[0], h, padded), [h, *weights]),
+            SavedStorages.around(partial(model.projected, h, slab.local_shape), [h, *weights]),
+        ]
+        assert max(stages) == saved_bytes(cfg, slab, batch, True).recompute
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_domain_bytes_equal_the_counted_ones(tmp_path, world):
+    out, init = tmp_path / "sent", f"file://{tmp_path / 'rendezvous'}"
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(RANK), str(r), str(world), init, str(out)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    errors = [p.communicate(timeout=600)[1] for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
+    for index in range(world):
+        measured = json.loads(Path(f"{out}.{index}").read_text())
+        for name, sample, modes, batch, checkpointing, loss in CASES:
+            run = Run(
+                rank_config(modes),
+                sample,
+                batch=batch,
+                ranks=world,
+                domain=world,
+                checkpointing=checkpointing,
+                loss=loss,
+            )
+            predicted = domain_sent(run, index)
+            got = {kind: measured[name].get(kind, 0) for kind in predicted}
+            assert got == predicted, (name, index)
+            if world > 1:
+                assert predicted["all_reduce"] > 0 and (predicted["halo"] > 0) == (loss == "h1")
+
+
+def test_estimate_parts_and_fit():
+    cfg = OperatorConfig(5, 4, width=32, layers=4, modes=(8, 8, 8, 8), padding=0.0)
+    run = Run(cfg, (64, 4, 512, 512, 64), ranks=16, domain=8, checkpointing=True)
+    e = estimate(run, PRESETS["h100"])
+    assert e.nodes == 2 and e.run["dp"] == 2
+    assert e.memory["peak"] == sum(v for k, v in e.memory.items() if k not in ("peak", "offloaded"))
+    # domain group within a node: the all-reduce at NVLink speed; FSDP over 2 nodes at the NIC's
+    assert e.seconds["step_lower_bound"] == max(e.seconds["compute"], e.seconds["communication"])
+    result = CliRunner().invoke(
+        app, ["scale", "64,4,512,512,64", "--padding", "0", "--checkpointing", "--fit", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.output)
+    k = fit["run"]["domain"]
+    assert fit["fits"] and k > 1
+    fewer = Run(cfg, (64, 4, 512, 512, 64), ranks=k - 1, domain=k - 1, checkpointing=True)
+    assert not estimate(fewer, PRESETS["h100"]).fits
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["10,4,9,8,8", "--ranks", "3", "--domain-ranks", "2"], "do not split"),
+        (["10,4,9,8,8", "--device", "tpu"], "unknown device"),
+        (["10,4,0,8,8"], "5 positive integers"),
+        (["10,4,9,8"], "5 positive integers"),
+        (["10,4,9,8,8", "--domain-ranks", "4", "--ranks", "4"], "at least 2"),
+        (["10,4,9,8,8", "--offload", "disk"], "add checkpointing"),
+        (["10,4,9,8,8", "--memory-gb", "0"], "must be positive"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        exit_on_error(lambda: app(["scale", *args]))
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert message in err and err.count("\n") == 1, err
