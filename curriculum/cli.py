@@ -69,18 +69,33 @@ def plan(
     ] = None,
     weights: WeightsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="Ray cluster the stages will run on: ranks per sample may exceed this "
+            "machine's cores.",
+        ),
+    ] = None,
 ) -> None:
-    """Samples, estimated DOF-steps, bytes and time per stage and group (cost model calibrated
-    on this machine on first use)."""
-    from pdeladder.curriculum.cost import CostModel
+    """Samples, estimated DOF-steps, bytes, time, memory per sample and ranks per sample per
+    stage and group (cost model calibrated on this machine on first use)."""
+    from pdeladder.curriculum.cost import CostModel, human_time
     from pdeladder.curriculum.loader import load_curriculum
     from pdeladder.curriculum.plan import plan_stage
 
     spec = load_curriculum(file)
     cost = CostModel()
+    budget = spec.generation.memory_budget_gb
     names = stage or [s.name for s in spec.stages]
     stages = [
-        {"stage": name, "groups": cost.estimate(plan_stage(spec, name, weights))} for name in names
+        {
+            "stage": name,
+            "groups": cost.estimate(
+                plan_stage(spec, name, weights), budget, cluster=address is not None
+            ),
+        }
+        for name in names
     ]
     for s in stages:
         s.update({k: sum(g[k] for g in s["groups"]) for k in ("samples", "dof_steps", "bytes")})
@@ -90,24 +105,33 @@ def plan(
         return
     for s in stages:
         table = Table(title=f"{spec.name} / {s['stage']}")
-        for col in ("group", "samples", "DOF-steps", "bytes", "time (1 core)"):
+        cols = ("group", "samples", "DOF-steps", "bytes", "time (1 core)", "memory/sample")
+        for col in (*cols, "ranks", "memory/rank"):
             table.add_column(col, justify="left" if col == "group" else "right")
         for g in s["groups"]:
+            big = " [red](> 1 node)" if g["larger_than_node"] else ""
             table.add_row(
                 g["group"],
                 str(g["samples"]),
                 _si(g["dof_steps"]),
                 _si(g["bytes"], "B"),
-                f"{g['seconds']:.1f} s",
+                human_time(g["seconds"]),
+                _si(g["memory_per_sample_bytes"], "B") + big,
+                str(g["ranks_per_sample"]),
+                _si(g["memory_per_rank_bytes"], "B"),
             )
         table.add_row(
             "[bold]total",
             str(s["samples"]),
             _si(s["dof_steps"]),
             _si(s["bytes"], "B"),
-            f"{s['seconds']:.1f} s",
+            human_time(s["seconds"]),
         )
         console.print(table)
+        if any(g["larger_than_node"] for g in s["groups"]):
+            console.print(
+                "[red]> 1 node[/red]: a sample needs more memory or ranks than this machine has"
+            )
 
 
 class RichProgress:

@@ -120,10 +120,25 @@ class EntryBase(BaseModel):
     snapshots: int | None = Field(None, ge=1)
     t_end: float | None = Field(None, gt=0)
     design: Literal["sobol", "latin_hypercube"] = "sobol"
+    ranks_per_sample: int | Literal["auto"] = Field(
+        1,
+        description="MPI ranks that solve each sample, the mesh cut into x slabs (each rank "
+        "writes its own); auto: the fewest whose per-rank memory fits "
+        "generation.memory_budget_gb",
+    )
 
     @model_validator(mode="after")
     def _grids_exist(self) -> "EntryBase":
-        self.grids()  # raises UserInputError, a ValueError, on an unsupported combination
+        grids = self.grids()  # raises UserInputError, a ValueError, on an unsupported combination
+        k = self.ranks_per_sample
+        if isinstance(k, int):
+            if k < 1:
+                raise ValueError(f"ranks_per_sample must be at least 1, got {k}")
+            if small := [g for g in grids if k > g.cells]:
+                raise ValueError(
+                    f"ranks_per_sample {k} exceeds the {small[0].cells} cells along x of "
+                    f"resolution {small[0].resolution}: every rank needs a slab of cells"
+                )
         return self
 
     def grids(self) -> list[Grid]:

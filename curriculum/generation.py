@@ -6,10 +6,17 @@ flight per actor so none waits between samples. Each actor writes its samples it
 skips recorded samples, so a killed run loses only the samples in flight, and because a sample's
 content depends only on its specification, the finished store is the same bit for bit.
 
+Groups with ``ranks_per_sample`` K > 1 are solved as gangs beside the actors: one Ray task per
+sample reserving K CPUs on one node, which runs ``mpiexec -n K`` of the slab solve
+(:func:`~pdeladder.curriculum.worker.gang_solve`); each rank writes its x slab and rank 0
+commits. Once no single-rank sample is left to hand out, idle actors are released so that their
+CPUs go to the gangs (and started again for a later stage's single-rank samples).
+
 Crashes: a dead actor is restarted by Ray and its in-flight samples are retried once there; a
 sample whose worker still dies is resubmitted once to a fresh actor and then recorded as failed
-with the reason. Solver failures (divergence, NaN) are recorded by the worker. Recorded failures
-are not retried unless ``retry_failed`` is set.
+with the reason. A gang whose rank (or task) dies leaves its sample missing and is resubmitted
+once, then recorded as failed. Solver failures (divergence, NaN) are recorded by the worker.
+Recorded failures are not retried unless ``retry_failed`` is set.
 """
 
 import time
@@ -28,9 +35,9 @@ from pdeladder.curriculum.lock import StageLock
 from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.curriculum.weights import Weights, load_weights
-from pdeladder.curriculum.worker import Outcome, Solver, create_group, solver_actor
+from pdeladder.curriculum.worker import Outcome, Solver, create_group, gang_task, solver_actor
 from pdeladder.dataset.store import FAILED, OK, absolute_url, open_store
-from pdeladder.errors import UserInputError
+from pdeladder.errors import SolveError, UserInputError
 from pdeladder.ray_runtime import ray_session
 
 #: Samples in flight per actor: one solving, one queued behind it.
@@ -169,6 +176,12 @@ def materialize(
     names = [s.name for s in spec.stages] if stages is None else list(stages)
     w = load_weights(weights)
     plans = [plan_stage(spec, spec.stage(name), w) for name in names]  # validates before writing
+    if any(g.ranks != 1 for plan in plans for g in plan.groups):
+        from pdeladder.curriculum.cost import CostModel
+
+        cost, budget = CostModel(), spec.generation.memory_budget_gb
+        plans = [cost.resolve(plan, budget, cluster=address is not None) for plan in plans]
+    gang = max((int(g.ranks) for plan in plans for g in plan.groups), default=1)
     store = open_store(url, mode="a", check_writable=True)
     summary = MaterializeSummary(spec.name, url, workers, names, [])
     t0 = time.perf_counter()
@@ -179,7 +192,7 @@ def materialize(
             for lock in locks:
                 lock.refresh()
 
-        with ray_session(address, num_cpus=workers):
+        with ray_session(address, num_cpus=max(workers, gang)):
             pool = ActorPool(url, workers)
             try:
                 for plan in plans:
@@ -198,21 +211,31 @@ class ActorPool:
     def __init__(self, url: str, size: int):
         self.url = url
         self.cls = solver_actor()
-        self.actors = [self.cls.remote(url) for _ in range(size)]
+        self.actors: list[Any] = [None] * size  # started on first use
         self.generation = [0] * size
 
-    def replace(self, i: int) -> None:
+    def actor(self, i: int) -> Any:
+        """Actor ``i``, started if it is not running."""
+        if self.actors[i] is None:
+            self.actors[i] = self.cls.remote(self.url)
+        return self.actors[i]
+
+    def release(self, i: int) -> None:
+        """Stop actor ``i`` (its CPU goes back to Ray, for the gangs)."""
         import ray
 
-        ray.kill(self.actors[i], no_restart=True)
-        self.actors[i] = self.cls.remote(self.url)
-        self.generation[i] += 1
+        if self.actors[i] is not None:
+            ray.kill(self.actors[i], no_restart=True)
+            self.actors[i] = None
+            self.generation[i] += 1
+
+    def replace(self, i: int) -> None:
+        self.release(i)
+        self.actor(i)
 
     def close(self) -> None:
-        import ray
-
-        for a in self.actors:
-            ray.kill(a, no_restart=True)
+        for i in range(len(self.actors)):
+            self.release(i)
 
 
 def run_stage(
@@ -226,12 +249,13 @@ def run_stage(
 ) -> list[GroupSummary]:
     """Materialize one stage with ``pool``; ``heartbeat`` renews the stage locks while it runs."""
     import ray
-    from ray.exceptions import RayActorError, RayTaskError
+    from ray.exceptions import RayActorError, RayError, RayTaskError
 
     groups: dict[str, GroupPlan] = {g.path: g for g in plan.groups}
     local = Solver(store)  # the driver's own, to record lost samples
     summaries = {}
-    queue: deque[tuple[str, int]] = deque()
+    queue: deque[tuple[str, int]] = deque()  # single-rank samples, for the actors
+    gangs: deque[tuple[str, int]] = deque()  # K-rank samples, one Ray task each
     for g in plan.groups:
         status = create_group(store, g, curriculum).status()
         recorded = (status == OK) | ((status == FAILED) & (not retry_failed))
@@ -240,9 +264,10 @@ def run_stage(
             plan.stage, g.path, g.family, grid.dim, grid.resolution, grid.snapshots, g.n
         )
         summaries[g.path].skipped = int(recorded.sum())
-        queue.extend((g.path, int(i)) for i in np.flatnonzero(~recorded))
+        pending = [(g.path, int(i)) for i in np.flatnonzero(~recorded)]
+        (queue if int(g.ranks) == 1 else gangs).extend(pending)
 
-    total, done, failed, dof_steps = len(queue), 0, 0, 0
+    total, done, failed, dof_steps = len(queue) + len(gangs), 0, 0, 0
     t0 = time.perf_counter()
 
     def emit(kind: Literal["stage", "sample"], **kw: Any) -> None:
@@ -259,14 +284,30 @@ def run_stage(
     inflight: dict[Any, tuple[int, int, str, int]] = {}  # ref -> actor, generation, group, index
     resubmits: dict[tuple[str, int], int] = {}
 
+    tasks: dict[int, Any] = {}  # ranks -> the gang task
+
     def submit(actor: int) -> None:
+        if actor < 0:  # a gang finished: nothing to hand to an actor
+            return
         while queue and sum(1 for a, *_ in inflight.values() if a == actor) < IN_FLIGHT:
             path, index = queue.popleft()
-            ref = pool.actors[actor].solve.remote(path, groups[path].sample(index))
+            ref = pool.actor(actor).solve.remote(path, groups[path].sample(index))
             inflight[ref] = (actor, pool.generation[actor], path, index)
+        gangs_left = gangs or any(a < 0 for a, *_ in inflight.values())
+        if not queue and gangs_left and not any(a == actor for a, *_ in inflight.values()):
+            pool.release(actor)  # its CPU goes to the gangs
+
+    def submit_gang(path: str, index: int) -> None:
+        ranks = int(groups[path].ranks)
+        if ranks not in tasks:
+            tasks[ranks] = gang_task(ranks)
+        ref = tasks[ranks].remote(pool.url, path, groups[path].sample(index), ranks)
+        inflight[ref] = (-1, 0, path, index)
 
     for a in range(len(pool.actors)):
         submit(a)
+    while gangs:  # Ray queues the gangs until K CPUs of one node are free
+        submit_gang(*gangs.popleft())
     while inflight:
         ready, _ = ray.wait(list(inflight), num_returns=1, timeout=HEARTBEAT_S)
         heartbeat()
@@ -287,8 +328,18 @@ def run_stage(
                 reason = f"solver process died ({type(err).__name__})"
                 local.record_failure(path, groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
-            except RayTaskError as err:
-                reason = f"{type(err.cause).__name__}: {err.cause}"[:500]
+            except (RayTaskError, RayError) as err:
+                cause = err.cause if isinstance(err, RayTaskError) else err
+                if actor >= 0 and not isinstance(err, RayTaskError):
+                    raise
+                if actor < 0 and (isinstance(cause, SolveError) or cause is err):
+                    # a rank or the gang's worker died: the sample is missing, try it again
+                    key = (path, index)
+                    if resubmits.get(key, 0) < RESUBMITS:
+                        resubmits[key] = resubmits.get(key, 0) + 1
+                        submit_gang(path, index)
+                        continue
+                reason = f"{type(cause).__name__}: {cause}"[:500]
                 local.record_failure(path, groups[path].sample(index), reason)
                 outcome = Outcome(path, index, False, reason, 0, 0.0, 0)
             done += 1

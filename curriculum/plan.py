@@ -53,6 +53,7 @@ class GroupPlan:
     seeds: np.ndarray
     config_hash: str
     compression: str  # codec of the group's fields, when the group is created
+    ranks: "int | str" = 1  # ranks_per_sample: K, or "auto" until the cost model resolves it
 
     @property
     def n(self) -> int:
@@ -168,7 +169,17 @@ def plan_group(
         "regions": [r.model_dump() for r in regions],
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    return GroupPlan(stage, entry.family, grid, names, params, seeds, digest, compression)
+    return GroupPlan(
+        stage,
+        entry.family,
+        grid,
+        names,
+        params,
+        seeds,
+        digest,
+        compression,
+        entry.ranks_per_sample,
+    )
 
 
 def plan_stage(

@@ -120,6 +120,19 @@ class Model(BaseModel):
     layers: int = Field(4, ge=1)
 
 
+class Generation(BaseModel):
+    """How ``curriculum materialize`` solves the samples."""
+
+    model_config = FROZEN
+
+    memory_budget_gb: float | None = Field(
+        None,
+        gt=0,
+        description="memory one solver rank may use (ranks_per_sample: auto picks the fewest "
+        "ranks whose predicted per-rank peak fits it)",
+    )
+
+
 class Stage(BaseModel):
     model_config = FROZEN
 
@@ -163,6 +176,7 @@ class Curriculum(BaseModel):
         "an existing group keeps its own",
     )
     model: Model = Model()
+    generation: Generation = Generation()
     stages: list[Stage] = Field(min_length=1)
 
     @field_validator("compression")
@@ -178,6 +192,20 @@ class Curriculum(BaseModel):
         names = [s.name for s in self.stages]
         if dupes := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"stage names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _auto_ranks_have_a_budget(self) -> "Curriculum":
+        auto = [
+            f"{s.name}/{e.family}"
+            for s in self.stages
+            for e in s.families
+            if e.ranks_per_sample == "auto"
+        ]
+        if auto and self.generation.memory_budget_gb is None:
+            raise ValueError(
+                f"ranks_per_sample: auto ({', '.join(auto)}) needs generation.memory_budget_gb"
+            )
         return self
 
     def stage(self, name: str) -> Stage:

@@ -17,11 +17,29 @@ from pdeladder.solvers.registry import get_family
 
 def create_group(store: Store, plan: GroupPlan, curriculum: str) -> Group:
     """Create (or reopen, if identical) the store group of ``plan``; the driver does this before
-    any worker writes, so workers only open existing groups."""
-    attrs = {"config_hash": plan.config_hash, "curriculum": curriculum}
-    return store.require_group(
-        plan.stage, get_family(plan.family), plan.grid, plan.n, attrs, compression=plan.compression
+    any worker writes, so workers only open existing groups. A group of K-rank samples
+    (``plan.ranks`` > 1) gets x chunks for K slabs and ``ranks_per_sample`` in its attributes,
+    so that a rerun with another K is refused rather than mixing samples of two K."""
+    from pdeladder.solvers.slab_solve import chunk_x_for, x_slabs
+
+    attrs: dict[str, Any] = {"config_hash": plan.config_hash, "curriculum": curriculum}
+    ranks = int(plan.ranks)
+    chunk_x = None
+    if ranks > 1:
+        attrs["ranks_per_sample"] = ranks
+        chunk_x = chunk_x_for(plan.grid.shape[0], ranks)
+    group = store.require_group(
+        plan.stage,
+        get_family(plan.family),
+        plan.grid,
+        plan.n,
+        attrs,
+        compression=plan.compression,
+        chunk_x=chunk_x,
     )
+    if ranks > 1:
+        x_slabs(group, ranks)  # a group made before with too few x chunks is refused
+    return group
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,45 @@ class Solver:
     def record_failure(self, path: str, spec: SampleSpec, reason: str) -> None:
         """Record ``spec`` as failed with ``reason`` (when its worker could not)."""
         self.group(path).write(spec.index, failed_sample(spec, reason))
+
+
+def gang_solve(url: str, path: str, spec: SampleSpec, ranks: int) -> Outcome:
+    """Solve ``spec`` on ``ranks`` MPI processes (``mpiexec -n ranks`` of
+    :mod:`pdeladder.solvers.slab_solve`, the launch ``pdeladder solve --ranks`` uses), each
+    writing its x slab of sample ``spec.index`` of the group at ``path``; rank 0 commits it.
+    A rank that dies raises :class:`~pdeladder.errors.SolveError` (the sample stays missing);
+    a solver failure is recorded as failed by rank 0 and returned."""
+    from pdeladder.solvers import slab_solve
+
+    job = slab_solve.job(
+        spec.family,
+        url,
+        spec.grid,
+        spec.params,
+        spec.seed,
+        spec.stage,
+        group=path,
+        index=spec.index,
+    )
+    line = slab_solve.run_on_ranks(job, ranks)
+    ok = line["status"] == "ok"
+    dof_steps = line["dofs"] * line["steps"]
+    return Outcome(
+        path, spec.index, ok, line.get("reason", ""), dof_steps, line["wall_s"], os.getpid()
+    )
+
+
+def gang_task(ranks: int) -> Any:
+    """The Ray task of :func:`gang_solve` for ``ranks``-rank samples: it reserves ``ranks``
+    CPUs on one node (its MPI processes run there); not retried by Ray (the driver resubmits
+    a lost attempt)."""
+    import ray
+
+    return ray.remote(
+        num_cpus=ranks,
+        max_retries=0,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},
+    )(gang_solve)
 
 
 def solver_actor(max_restarts: int = 2, max_task_retries: int = 1) -> Any:

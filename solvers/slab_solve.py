@@ -92,9 +92,16 @@ def job(
     params: dict[str, float],
     seed: int,
     stage: str,
+    *,
+    group: str | None = None,
+    index: int | None = None,
 ) -> dict[str, Any]:
-    """The JSON-able description of one slab solve, the argument of this module's ``main``."""
-    return {
+    """The JSON-able description of one slab solve, the argument of this module's ``main``.
+
+    By default the sample is appended to the (appendable) group of ``stage``; with ``group``
+    and ``index`` it is written at ``index`` of that existing group, whose x chunks must allow
+    the ranks' slabs (a curriculum's fixed-size group: ``curriculum materialize``)."""
+    out_spec = {
         "family": family,
         "out": out,
         "grid": [grid.dim, grid.resolution, grid.snapshots, grid.t_end],
@@ -102,6 +109,9 @@ def job(
         "seed": seed,
         "stage": stage,
     }
+    if group is not None:
+        out_spec.update(group=group, index=index)
+    return out_spec
 
 
 def open_group(spec: dict[str, Any], ranks: int) -> Any:
@@ -112,6 +122,12 @@ def open_group(spec: dict[str, Any], ranks: int) -> Any:
     grid = Grid(*spec["grid"])
     store = open_store(spec["out"], mode="a", check_writable=True)
     return store.require_group(spec["stage"], fam, grid, chunk_x=chunk_x_for(grid.shape[0], ranks))
+
+
+def _existing_group(spec: dict[str, Any]) -> Any:
+    from pdeladder.dataset.store import open_store
+
+    return open_store(spec["out"], mode="a").group(spec["group"])
 
 
 def solve_slab(
@@ -180,7 +196,13 @@ def main(argv: list[str]) -> int:
     params = fam.parse_params(spec["params"])
     grid = Grid(*spec["grid"])
     index = slabs = None
-    if rank == 0:
+    fixed = spec.get("group") is not None
+    if rank == 0 and fixed:
+        group = _existing_group(spec)
+        slabs = x_slabs(group, ranks)
+        index = int(spec["index"])
+        group.discard(index)  # an earlier attempt's slabs no longer count
+    elif rank == 0:
         group = open_group(spec, ranks)
         slabs = x_slabs(group, ranks)
         # The index: a placeholder grows the group by one, then goes back to missing.
@@ -201,7 +223,7 @@ def main(argv: list[str]) -> int:
     written = 0
     if fields is not None:
         if rank != 0:
-            group = open_group(spec, ranks)
+            group = _existing_group(spec) if fixed else open_group(spec, ranks)
         group.write_slab(index, lo, hi, fields)
         written = fields.nbytes
     del fields
