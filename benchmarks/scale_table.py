@@ -111,7 +111,9 @@ def main() -> None:
     ax.set_yscale("log")
     ax.set_xlabel("x domain ranks")
     ax.set_ylabel("predicted peak per rank (GB)")
-    ax.set_title("1e11-point sample (100 × 1000³ × 4 ch), bf16, checkpointing + disk offload")
+    ax.set_title(
+        "1e11 points (100 × 1000³, 4 ch), bf16, checkpointing + disk offload; log scale", fontsize=9
+    )
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
