@@ -162,7 +162,13 @@ def test_plan_cli_estimates_from_calibration(
     cache = json.loads((tmp_path / "cache/pdeladder/cost-model.json").read_text())
     assert {c["family"] for c in cache.values()} == {"heat", "darcy"}
     # the estimate is the calibration's linear model, whatever this machine's timings were
-    cal = {c["family"]: c for c in cache.values()}
+    cal = {c["family"]: c for k, c in cache.items() if not k.endswith("|memory")}
+    memory = {c["family"]: c for k, c in cache.items() if k.endswith("|memory")}
+    assert set(memory) == {"heat", "darcy"}  # peak RSS measured in a fresh process
+    for g in (heat, darcy):
+        m = memory[g["family"]]
+        assert m["idle_bytes"] > 0 and m["bytes_per_dof"] >= 0 and "peak RSS" in m["measured"]
+        assert g["ranks_per_sample"] == 1 and g["memory_per_sample_bytes"] > m["idle_bytes"]
     for g in (heat, darcy):
         c = cal[g["family"]]
         expected = (
@@ -170,4 +176,4 @@ def test_plan_cli_estimates_from_calibration(
         )
         assert g["seconds"] == pytest.approx(expected, rel=1e-12) and g["seconds"] > 0
     assert stage["seconds"] == pytest.approx(heat["seconds"] + darcy["seconds"], rel=1e-12)
-    assert all("one core" in c["measured"] for c in cache.values())
+    assert all("one core" in c["measured"] for c in cal.values())
