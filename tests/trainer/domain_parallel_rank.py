@@ -38,6 +38,7 @@ CASES = {
         ("1d x 40 over 4 padded", (5, 40, 1, 1), (2, 6, 1, 1), (1, 4), 1, 0.25, True),
         ("2d t×x", (6, 9, 7, 1), (2, 3, 3, 1), (2, 2), 2, 0.25, True),
         ("3d x", (3, 24, 5, 4), (2, 3, 2, 2), (1, 4), 1, 0.25, False),
+        ("2d x, last rank padding only", (4, 9, 6, 1), (2, 3, 2, 1), (1, 4), 2, 0.25, True),
         ("1d t 9 over 4", (9, 8, 1, 1), (3, 3, 1, 1), (4, 1), 2, 0.0, False),
     ],
 }
@@ -161,6 +162,46 @@ def check_step(name, grid, modes, ranks, meshes):
     }
 
 
+def check_losses_with_a_padding_only_rank(meshes) -> dict:
+    """On 9 x points over 4 ranks cut with 25 % padding (3, 3, 3 and padding only), the H1
+    loss and the heat residual equal the unsharded ones, values and gradients."""
+    from pdeladder.solvers.grid import Grid
+    from pdeladder.trainer.losses.data import relative_errors
+    from pdeladder.trainer.losses.equation import relative_residual
+
+    dims = ParallelDims.of(4, DomainLayout(x=4, padding=0.25))
+    domain = meshes(dims)
+    grid = Grid(1, 9, 6, 0.5)
+    shape = (grid.snapshots, *grid.shape)
+    slab = domain.slab(shape)
+    g = torch.Generator().manual_seed(8)
+    pred, target = torch.randn(2, 1, *shape, generator=g), torch.randn(2, 1, *shape, generator=g)
+    params = torch.tensor([[0.01, 0.2], [0.02, 0.3]])
+    out = {"rank 3 holds grid points": float(domain.layout.slab(shape, 3).holds(1))}  # 0
+    for name, fn in (
+        ("h1", lambda p, t, **kw: relative_errors(p, t, h1=True, **kw)),
+        (
+            "residual",
+            lambda p, t, **kw: relative_residual(
+                "heat", p.movedim(1, 2), t.movedim(1, 2), params, grid, **kw
+            ),
+        ),
+    ):
+        whole = pred.clone().requires_grad_()
+        value = fn(whole, target)
+        value.sum().backward()
+        part = local(pred, slab).clone().requires_grad_()
+        sharded = fn(part, local(target, slab), slab=slab, domain=domain)
+        sharded.sum().backward()
+        out[f"{name} value"] = rel(sharded, value)
+        out[f"{name} grad"] = (
+            rel(part.grad, local(whole.grad, slab))
+            if slab.holds(1)
+            else float(part.grad.abs().sum())
+        )
+    return out
+
+
 def check_resume_on_another_mesh(folder: str, meshes) -> dict:
     """A training state saved on a ``dp = world`` mesh (FSDP2 only) loads into a
     ``dp = 1 × domain = world`` mesh: the same parameters and optimizer state."""
@@ -205,6 +246,8 @@ def main() -> None:
 
     results = {c[0]: check_case(*c, meshes) for c in CASES[world]}
     results |= {c[0]: check_step(*c, meshes) for c in STEPS[world]}
+    if world == 4:
+        results["losses, a padding-only rank"] = check_losses_with_a_padding_only_rank(meshes)
     if world == 2:
         results["resume on another mesh"] = check_resume_on_another_mesh(
             str(Path(out).with_name("state")), meshes

@@ -54,7 +54,10 @@ def test_two_domain_ranks_train_as_one_worker(tiny, tmp_path):
     ("args", "message"),
     [
         (["--workers", "2", "--domain-ranks", "3"], "--domain-ranks 3 does not divide the 2"),
-        (["--workers", "8", "--domain-ranks", "8"], "over 8 ranks leave the last rank"),
+        (
+            ["--workers", "8", "--domain-ranks", "8"],
+            "over 8 ranks leave a rank 1; each needs none or at least 2",
+        ),
         (["--workers", "2", "--domain-ranks", "two"], "positive number or auto"),
     ],
 )

@@ -8,7 +8,9 @@ A slab is the box ``[lo, hi)`` of a global ``(T, X, Y, Z)`` grid. Domain ranks s
 
 The model appends zero padding to each axis (:func:`padding`). The split is even over the
 *padded* axis, so no rank holds much more than its share of the hidden activations: the ranks
-near an axis's end hold fewer grid points and the padding past the end (``Slab.padded_hi``).
+near an axis's end hold fewer grid points and the padding past the end (``Slab.padded_lo``,
+``Slab.padded_hi``), and with many ranks the last ones hold padding only (no data, no loss
+terms, but their part of every hidden layer).
 Pure arithmetic: nothing here talks to other ranks.
 """
 
@@ -40,15 +42,17 @@ def padding(shape: tuple[int, ...], fraction: float) -> tuple[int, ...]:
 class Slab:
     """The box ``[lo, hi)`` of the global grid ``shape`` ``(T, X, Y, Z)`` held by one rank.
 
-    ``padded_hi``: where this rank's part of the padded grid ends, when a layout cut the padded
-    axes evenly (:meth:`DomainLayout.slab`); ``None``: the rank holding an axis's last point
-    holds all of its padding.
+    ``padded_lo``, ``padded_hi``: this rank's part of the padded grid, when a layout cut the
+    padded axes evenly (:meth:`DomainLayout.slab`; a rank past the grid's end holds padding
+    only, and ``lo = hi`` = the axis's length there); ``None``: the rank holding an axis's last
+    point holds all of its padding.
     """
 
     shape: tuple[int, int, int, int]
     lo: tuple[int, int, int, int]
     hi: tuple[int, int, int, int]
     padded_hi: tuple[int, int, int, int] | None = None
+    padded_lo: tuple[int, int, int, int] | None = None
 
     @classmethod
     def whole(cls, shape: tuple[int, ...]) -> "Slab":
@@ -79,7 +83,11 @@ class Slab:
             raise UserInputError(
                 f"slab {self} was cut for more padding than {pad}: build it with the model's padding"
             )
-        return Slab(shape, self.lo, self.padded_hi)
+        return Slab(shape, self.padded_lo or self.lo, self.padded_hi)
+
+    def holds(self, axis: int) -> bool:
+        """Whether this rank holds grid points along ``axis`` (not padding only)."""
+        return self.hi[axis] > self.lo[axis]
 
 
 @dataclass(frozen=True)
@@ -111,9 +119,10 @@ class DomainLayout:
 
     def slab(self, shape: tuple[int, ...], index: int) -> Slab:
         """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``: part ``i`` of the
-        padded axis, less the padding (or, with ``x_cuts``, the x range they give it). Raises a
-        one-line error when a part would hold fewer than :data:`MIN_POINTS` grid points (the
-        stencils' halos come from the nearest neighbour)."""
+        padded axis, less the padding (or, with ``x_cuts``, the x range they give it); parts
+        past the grid's end hold padding only. Raises a one-line error when a part would hold
+        some but fewer than :data:`MIN_POINTS` grid points (the stencils' halos come from the
+        nearest neighbour)."""
         shape = tuple(int(n) for n in shape)
         pad = padding(shape, self.padding)
         lo, hi, padded_hi = (
@@ -121,6 +130,7 @@ class DomainLayout:
             list(shape),
             [n + p for n, p in zip(shape, pad, strict=True)],
         )
+        padded_lo = [0, 0, 0, 0]
         for name, part in zip(("t", "x"), self.coordinate(index), strict=True):
             a, parts = SPLIT_AXES[name], (self.t, self.x)[SPLIT_AXES[name]]
             if parts == 1:
@@ -132,19 +142,23 @@ class DomainLayout:
                     raise UserInputError(
                         f"domain layout: x cuts {cuts} do not split 0..{n} in {parts}"
                     )
-                last = min(hi - lo for lo, hi in itertools.pairwise(cuts))
-            else:
-                last = n - bounds(n + pad[a], parts, parts - 1)[0]  # grid points of the last part
-            if last < MIN_POINTS:
+                held = [hi - lo for lo, hi in itertools.pairwise(cuts)]
+            else:  # grid points of each part of the padded axis
+                held = [
+                    min(bounds(n + pad[a], parts, i)[1], n) - bounds(n + pad[a], parts, i)[0]
+                    for i in range(parts)
+                ]
+            short = [h for h in held if 0 < h < MIN_POINTS] or [h for h in held[:1] if h <= 0]
+            if short:
                 raise UserInputError(
                     f"domain layout: {n} points along {name} (plus {pad[a]} of padding) over "
-                    f"{parts} ranks leave the last rank {max(last, 0)}; each needs at least "
-                    f"{MIN_POINTS}: use fewer ranks"
+                    f"{parts} ranks leave a rank {max(short[0], 0)}; each needs none or at least "
+                    f"{MIN_POINTS}: use another number of ranks"
                 )
             if name == "x" and self.x_cuts is not None:
                 lo[a], hi[a] = self.x_cuts[part], self.x_cuts[part + 1]
                 padded_hi[a] = hi[a] + pad[a] if hi[a] == n else hi[a]
                 continue
-            lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
-            hi[a] = min(padded_hi[a], n)
-        return Slab(shape, tuple(lo), tuple(hi), tuple(padded_hi))
+            padded_lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
+            lo[a], hi[a] = min(padded_lo[a], n), min(padded_hi[a], n)
+        return Slab(shape, tuple(lo), tuple(hi), tuple(padded_hi), tuple(padded_lo))

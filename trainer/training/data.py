@@ -132,7 +132,12 @@ class StoreBatches:
         g = self.groups[gi]
         if self.domain is not None and self.domain.size > 1:
             slab = self.domain.slab((g.grid.snapshots, *g.grid.shape))
-            fields = np.stack([g.read_slab(int(i), "x", slab.lo[1], slab.hi[1]) for i in indices])
+            if slab.holds(1):
+                lo, hi = slab.lo[1], slab.hi[1]
+                fields = np.stack([g.read_slab(int(i), "x", lo, hi) for i in indices])
+            else:  # a rank of padding only reads nothing
+                t, c, _, y, z = g.chunks["fields"].shape[1:]
+                fields = np.zeros((len(indices), t, c, 0, y, z), np.float32)
         else:
             fields = np.empty((len(indices), *g.chunks["fields"].shape), np.float32)
             samples = [(g, int(i), int(self._checksums[gi][i])) for i in indices]
