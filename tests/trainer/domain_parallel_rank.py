@@ -42,12 +42,17 @@ CASES = {
         ("1d t 9 over 4", (9, 8, 1, 1), (3, 3, 1, 1), (4, 1), 2, 0.0, False),
     ],
 }
-#: (name, grid, modes, ranks along (t, x)): an FSDP2 + AdamW step on a (dp, domain) mesh.
+#: (name, grid, modes, ranks along (t, x), FSDP2 over): an FSDP2 + AdamW step on a (dp, domain)
+#: mesh, parameters sharded over all ranks or over the dp groups only.
 STEPS = {
-    2: [("step dp1×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2))],
+    2: [
+        ("step dp1×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all"),
+        ("step dp1×x2, replicated over domain", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp"),
+    ],
     4: [
-        ("step dp2×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2)),
-        ("step dp1×t2x2", (5, 13, 6, 1), (2, 3, 2, 1), (2, 2)),
+        ("step dp2×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all"),
+        ("step dp2×x2, sharded over dp", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp"),
+        ("step dp1×t2x2", (5, 13, 6, 1), (2, 3, 2, 1), (2, 2), "all"),
     ],
 }
 IN, OUT, FAMILIES = 3, 2, 2
@@ -120,10 +125,10 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     }
 
 
-def check_step(name, grid, modes, ranks, meshes):
+def check_step(name, grid, modes, ranks, shard, meshes):
     world = dist.get_world_size()
-    dims = ParallelDims.of(world, DomainLayout(*ranks, padding=0.25))
-    domain = meshes(dims)
+    dims = ParallelDims.of(world, DomainLayout(*ranks, padding=0.25), shard)
+    domain = meshes(ParallelDims.of(world, dims.domain))
     x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
     torch.manual_seed(4)
     plain = LadderOperator(config(modes, 0.25))

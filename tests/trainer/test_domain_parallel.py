@@ -30,7 +30,7 @@ def test_sharded_model_equals_unsharded(tmp_path, world):
     errors = [p.communicate(timeout=600)[1] for p in ranks]
     assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
     results = json.loads(out.read_text())
-    assert len(results) == {2: 8, 4: 9}[world]
+    assert len(results) == {2: 9, 4: 10}[world]
     for case, values in results.items():
         for quantity, value in values.items():
             if quantity.endswith("forward_bytes"):

@@ -10,6 +10,7 @@ world size.
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -29,9 +30,13 @@ class ParallelDims:
 
     dp: int = 1
     domain: DomainLayout = field(default_factory=DomainLayout)
+    #: FSDP2 shards parameters over ``"all"`` ranks, or over the ``"dp"`` groups only with
+    #: each domain group holding them whole (HSDP: replicated over the domain ranks, whose
+    #: gradient shares an all-reduce sums).
+    shard: Literal["all", "dp"] = "all"
 
     @classmethod
-    def of(cls, world_size: int, domain: DomainLayout) -> "ParallelDims":
+    def of(cls, world_size: int, domain: DomainLayout, shard: str = "all") -> "ParallelDims":
         """The dims for ``world_size`` ranks in domain groups of ``domain``, or a one-line error
         naming the numbers when the groups do not divide the ranks."""
         if world_size % domain.size:
@@ -39,7 +44,7 @@ class ParallelDims:
                 f"{world_size} workers do not split into domain groups of {domain.size} ranks "
                 f"(t={domain.t} × x={domain.x})"
             )
-        return cls(world_size // domain.size, domain)
+        return cls(world_size // domain.size, domain, shard)
 
     @property
     def world_size(self) -> int:
@@ -76,8 +81,8 @@ def parallelize(
 ) -> LadderOperator:
     """Apply the parallel dims to ``model`` in place, in a fixed order: the sharded transform
     behind each spectral layer's seam (when the domain group has more than one rank), then FSDP2
-    on every Fourier block and on the root over all ranks (bf16 parameters with fp32 reductions
-    on GPU). Activation checkpointing is the model's own switch (``model.checkpointing``)."""
+    on every Fourier block and on the root, over all ranks or the dp groups (``dims.shard``; bf16
+    parameters with fp32 reductions on GPU). Activation checkpointing is the model's own switch (``model.checkpointing``)."""
     if domain is not None and domain.size > 1:
         for block in model.blocks:
             block.spectral.transform = SlabFFT(domain)
@@ -89,6 +94,10 @@ def parallelize(
     # FSDP2 warns when a wrapped block returns a view: the blocks return views of a fresh
     # product (a reshape), which nothing modifies in place, so its pre-backward hook holds.
     warnings.filterwarnings("ignore", "FSDP2-wrapped module .* returned a view", UserWarning)
+    if dims.shard == "dp" and dims.domain.size > 1:
+        # (replicate, shard) = (domain, dp): a domain group's ranks are consecutive
+        ranks = torch.arange(dims.world_size).reshape(dims.dp, dims.domain.size).T
+        kwargs["mesh"] = DeviceMesh(device.type, ranks, mesh_dim_names=("domain", "dp"))
     for block in model.blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
