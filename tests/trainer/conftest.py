@@ -3,6 +3,8 @@ a store of known (hand-written) fields and untrained models saved as checkpoints
 
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
 
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,3 +169,21 @@ def save_operator(
             model.project[-1].linear.bias.zero_()
     metadata = {"stage": "s", "step": 0, "layout": layout.to_json(), "paths": paths}
     return save_model(model, folder, metadata)
+
+
+def run_ranks(script: list[str], world: int, folder: Path, *extra: str) -> Path:
+    """Run ``world`` processes ``python *script RANK WORLD INIT OUT *extra`` that join one gloo
+    group through a file rendezvous in ``folder``; fail the test with their stderr unless every
+    one exits 0. Returns ``OUT`` (``folder/results``), where the ranks write what they found."""
+    out, init = folder / "results", f"file://{folder / 'rendezvous'}"
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, *script, str(r), str(world), init, str(out), *extra],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    errors = [p.communicate(timeout=600)[1] for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
+    return out

@@ -9,8 +9,8 @@ families' residuals, is most of the cost): domain groups of all four, and of two
 and 2, 3, subgroups, so global and group ranks differ)."""
 
 import json
-import subprocess
-import sys
+
+from .conftest import run_ranks
 
 RANK = r"""
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
@@ -192,18 +192,7 @@ WORLD = 4
 
 
 def test_sharded_losses_equal_the_unsharded_ones(tmp_path):
-    out, init = tmp_path / "results", f"file://{tmp_path / 'rendezvous'}"
-    plan = json.dumps(PLAN)
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", RANK, str(r), str(WORLD), init, str(out), plan],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(WORLD)
-    ]
-    errors = [p.communicate(timeout=300)[1] for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
+    run_ranks(["-c", RANK], WORLD, tmp_path, json.dumps(PLAN))
     worst = {}
     for r in range(WORLD):
         for k, v in json.loads((tmp_path / f"results.{r}").read_text()).items():

@@ -7,28 +7,18 @@ blocks' (``8 · B · width · M`` per spectral layer), whatever the grid. A trai
 one mesh resumes on another."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .conftest import run_ranks
 
 RANK = Path(__file__).with_name("domain_parallel_rank.py")
 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_sharded_model_equals_unsharded(tmp_path, world):
-    out, init = tmp_path / "results.json", f"file://{tmp_path / 'rendezvous'}"
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(RANK), str(r), str(world), init, str(out)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(world)
-    ]
-    errors = [p.communicate(timeout=600)[1] for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
+    out = run_ranks([str(RANK)], world, tmp_path)
     results = json.loads(out.read_text())
     assert len(results) == {2: 9, 4: 10}[world]
     for case, values in results.items():

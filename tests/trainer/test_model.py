@@ -3,8 +3,6 @@ growth and activation checkpointing."""
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,8 @@ from pdeladder.errors import UserInputError
 from pdeladder.trainer.layers import SpectralConv, kept_indices
 from pdeladder.trainer.layers.spectral import ModeSelection
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
+
+from .conftest import run_ranks
 
 REFERENCE = Path(__file__).parent / "data" / "operator_reference.json"
 CONFIG = OperatorConfig(
@@ -170,8 +170,8 @@ SHARDED_RANK = """
 import sys, torch, torch.distributed as dist
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-rank, init, out, config = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+rank, world, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
 torch.manual_seed(0)  # as reference_case()
 model = LadderOperator(OperatorConfig.from_json(__import__("json").loads(config)))
 x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
@@ -189,18 +189,7 @@ def test_sharded_checkpointed_model_gives_the_unsharded_gradients(tmp_path):
     """FSDP2 over two real processes (gloo) with activation checkpointing (the lift and the
     projection are recomputed in the backward pass, with the root's parameters) against one
     plain process."""
-    out, init = tmp_path / "grads.pt", f"file://{tmp_path / 'rendezvous'}"
-    config = json.dumps(CONFIG.to_json())
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", SHARDED_RANK, str(r), init, str(out), config],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(2)
-    ]
-    errors = [p.communicate(timeout=300)[1] for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-2000:] for e in errors)
+    out = run_ranks(["-c", SHARDED_RANK], 2, tmp_path, json.dumps(CONFIG.to_json()))
     model, x, family = reference_case()
     model(x, family).square().mean().backward()
     plain = torch.cat([p.grad.flatten() for p in model.parameters()])

@@ -11,7 +11,6 @@
 """
 
 import json
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -26,6 +25,8 @@ from pdeladder.trainer.distributed.memory import saved_bytes
 from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+
+from .conftest import run_ranks
 
 RANK = Path(__file__).with_name("scale_rank.py")
 sys.path.insert(0, str(RANK.parent))
@@ -114,17 +115,7 @@ def test_saved_activations_are_counted_exactly(grid, modes, width, batch, k):
 
 @pytest.mark.parametrize("world", [1, 2])
 def test_domain_bytes_equal_the_counted_ones(tmp_path, world):
-    out, init = tmp_path / "sent", f"file://{tmp_path / 'rendezvous'}"
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(RANK), str(r), str(world), init, str(out)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(world)
-    ]
-    errors = [p.communicate(timeout=600)[1] for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)
+    out = run_ranks([str(RANK)], world, tmp_path)
     for index in range(world):
         measured = json.loads(Path(f"{out}.{index}").read_text())
         for name, sample, modes, batch, checkpointing, loss in CASES:
