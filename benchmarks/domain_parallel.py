@@ -150,8 +150,8 @@ def plot(results: dict, path: Path) -> None:
         ax.bar([i * 5 + r for r in range(len(peaks))], peaks, color="C0")
         ax.hlines(results["memory"][k]["predicted_mb"], i * 5 - 0.4, i * 5 + len(peaks) - 0.6, "C1")
     ax.set_xticks([i * 5 + (int(k) - 1) / 2 for i, k in enumerate(ks)], [f"k = {k}" for k in ks])
-    ax.set_ylabel("peak tensor memory per rank (MiB)")
-    ax.set_title(f"one 2D sample {T}×{results['size']}², bars: ranks, line: model")
+    ax.set_ylabel("peak resident memory above start (MiB)")
+    ax.set_title(f"one 2D sample {T}×{results['size']}²: bars, each rank; lines, memory model")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
