@@ -157,7 +157,7 @@ class DomainLayout:
                 )
             if name == "x" and self.x_cuts is not None:
                 lo[a], hi[a] = self.x_cuts[part], self.x_cuts[part + 1]
-                padded_hi[a] = hi[a] + pad[a] if hi[a] == n else hi[a]
+                padded_lo[a], padded_hi[a] = lo[a], hi[a] + pad[a] if hi[a] == n else hi[a]
                 continue
             padded_lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
             lo[a], hi[a] = min(padded_lo[a], n), min(padded_hi[a], n)

@@ -1,0 +1,42 @@
+"""Slabs tile the grid: the ranks' grid points cover ``[0, X)`` and their parts of the padded
+grid cover ``[0, X + pad)``, each without gap or overlap, for even cuts of the padded axis
+(padding-only ranks among them) and for explicit x cuts; bad layouts fail in one line."""
+
+import itertools
+
+import pytest
+
+from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.slab import DomainLayout, padding
+
+GRID = (6, 33, 7, 1)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        DomainLayout(x=2, padding=0.25),
+        DomainLayout(x=4, padding=0.25),
+        DomainLayout(x=5, padding=0.25),  # the last rank holds padding only
+        DomainLayout(t=2, x=2, padding=0.25),
+        DomainLayout(x=3, padding=0.25, x_cuts=(0, 11, 22, 33)),
+        DomainLayout(x=4),
+    ],
+)
+def test_slabs_tile_the_grid_and_the_padded_grid(layout):
+    pad = padding(GRID, layout.padding)
+    slabs = [layout.slab(GRID, i) for i in range(layout.size)]
+    for a, parts in ((0, layout.t), (1, layout.x)):
+        row = [s for s in slabs if all(s.lo[b] == 0 for b in (0, 1) if b != a)]
+        assert len(row) == parts
+        data = [(s.lo[a], s.hi[a]) for s in row]
+        held = [(p.lo[a], p.hi[a]) for p in (s.padded(pad) for s in row)]
+        for spans, end in ((data, GRID[a]), (held, GRID[a] + pad[a])):
+            assert spans[0][0] == 0 and spans[-1][1] == end
+            assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(spans))
+        assert all(hi == lo or hi - lo >= 2 for lo, hi in data)
+
+
+def test_a_rank_with_one_grid_point_is_refused():
+    with pytest.raises(UserInputError, match="leave a rank 1; each needs none or at least 2"):
+        DomainLayout(x=4, padding=0.25).slab((6, 10, 1, 1), 0)
