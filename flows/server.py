@@ -82,6 +82,7 @@ def prefect_api(host: str, port: int, timeout_s: float) -> Iterator[str]:
     """Yield the API URL of the configured server, or of a local one started on HOST:PORT (and
     stopped on exit). Flows run in this process and child processes report to it."""
     from prefect.client.orchestration import get_client
+    from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     configured = os.environ.get("PREFECT_API_URL")
@@ -92,4 +93,7 @@ def prefect_api(host: str, port: int, timeout_s: float) -> Iterator[str]:
                 error = client.api_healthcheck()
             if error is not None:
                 raise ServiceError(f"no Prefect server at {api_url}: {error}")
-            yield api_url
+            try:
+                yield api_url
+            finally:  # the runs' last log lines, sent while their server still listens
+                APILogWorker.drain_all(timeout=5)
