@@ -90,7 +90,7 @@ def target_group(
     reserved = group_metadata(source.attrs["stage"], family, source.grid, n, None, compression)
     attrs = {k: v for k, v in source.attrs.items() if k not in reserved and k not in MUTABLE_ATTRS}
     attrs["prediction"] = provenance
-    chunk_x = -(-source.grid.shape[0] // domain_ranks) if domain_ranks > 1 else None
+    chunk_x = slab_chunk(source.grid.shape[0], domain_ranks) if domain_ranks > 1 else None
     return out.require_group(
         source.attrs["stage"],
         family,
@@ -102,11 +102,17 @@ def target_group(
     )
 
 
-def x_cuts(group: Group, domain_ranks: int) -> tuple[int, ...]:
-    """Where ``domain_ranks`` writers of ``group`` cut x: at its chunk boundaries."""
-    x, chunk = group.sample_shape[2], group.chunks["fields"].chunks[2]
-    edges = slabs(x, chunk, domain_ranks)
-    return (0, *(hi for _, hi in edges))
+def slab_chunk(x: int, domain_ranks: int) -> int:
+    """x points per ``fields`` chunk of a group that ``domain_ranks`` writers fill by slabs."""
+    return -(-x // domain_ranks)
+
+
+def slab_layout(grid, domain_ranks: int, padding: float) -> DomainLayout:
+    """How ``domain_ranks`` writers split a group of ``grid``: x cut at the boundaries of its
+    :func:`slab_chunk` chunks, so that each writes whole chunks."""
+    x = grid.shape[0]
+    edges = slabs(x, slab_chunk(x, domain_ranks), domain_ranks)
+    return DomainLayout(x=domain_ranks, padding=padding, x_cuts=(0, *(hi for _, hi in edges)))
 
 
 @torch.no_grad()
@@ -217,7 +223,7 @@ def predict_store(
         raise UserInputError(
             f"--domain-ranks {domain_ranks}: between 1 and this machine's {os.cpu_count()} cores"
         )
-    model, meta = load_model(checkpoint, map_location=device)
+    model, meta = load_model(checkpoint, map_location=device)  # a bad device fails here
     layout = SlotLayout.from_json(meta["layout"])
     store = open_store(store_url)
     known = model_groups(store, layout)
@@ -239,9 +245,7 @@ def predict_store(
     if domain_ranks > 1:
         for path in paths:  # the x cuts at chunk boundaries must leave every rank enough points
             grid = store.group(path).grid
-            x = grid.shape[0]
-            cuts = (0, *(hi for _, hi in slabs(x, -(-x // domain_ranks), domain_ranks)))
-            DomainLayout(x=domain_ranks, padding=model.config.padding, x_cuts=cuts).slab(
+            slab_layout(grid, domain_ranks, model.config.padding).slab(
                 (grid.snapshots, *grid.shape), 0
             )
     check_out(out_url, store_url, force)
@@ -282,7 +286,7 @@ def predict_store(
     for path, (failed, _) in pending.items():
         bars[path](failed)
     if domain_ranks == 1:
-        predict_groups(job, rank=0, advance=lambda path, n: bars[path](n))
+        predict_groups(job, 0, advance=lambda path, n: bars[path](n), loaded=(model, meta))
     else:
         run_ranks(job, domain_ranks, {p: (targets[p], n) for p, (_, n) in pending.items()}, bars)
     for target in targets.values():
@@ -291,11 +295,16 @@ def predict_store(
 
 
 def predict_groups(
-    job: dict[str, Any], rank: int, domain: DomainGroup | None = None, advance=None
+    job: dict[str, Any],
+    rank: int,
+    domain: DomainGroup | None = None,
+    advance=None,
+    loaded: tuple[torch.nn.Module, dict[str, Any]] | None = None,
 ) -> None:
     """Predict every ok sample of the job's groups into their target groups (made already), as
-    the whole job (``domain`` None) or as rank ``rank`` of ``domain``, on x slabs."""
-    model, meta = load_model(job["checkpoint"], map_location=job["device"])
+    the whole job (``domain`` None) or as rank ``rank`` of ``domain``, on x slabs; with the
+    ``(model, metadata)`` already ``loaded`` from the job's checkpoint, or loading them."""
+    model, meta = loaded or load_model(job["checkpoint"], map_location=job["device"])
     model.to(job["device"]).eval()
     if domain is not None:
         for block in model.blocks:
@@ -311,10 +320,8 @@ def predict_groups(
         slab = None
         if domain is not None:
             grid = source.grid
-            cuts = DomainLayout(
-                x=domain.size, padding=model.config.padding, x_cuts=x_cuts(target, domain.size)
-            )
-            slab = cuts.slab((grid.snapshots, *grid.shape), rank)
+            layout = slab_layout(grid, domain.size, model.config.padding)
+            slab = layout.slab((grid.snapshots, *grid.shape), rank)
         ok = np.flatnonzero(status == OK)
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
