@@ -2,6 +2,7 @@
 
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 import pytest
@@ -90,9 +91,38 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory, ray_local: None) -> str
 
 
 def unused_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago. Another process may take it before the
+    caller binds it: start services through :func:`on_free_ports`, which retries that case."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+#: What a server prints when the port it was given was taken in between (uvicorn, Ray).
+PORT_TAKEN = re.compile(r"address already in use|already in use|errno 98", re.IGNORECASE)
+
+
+def on_free_ports[R](start: Callable[[], R], attempts: int = 3) -> R:
+    """``start()`` (which picks its ports with :func:`unused_port`) retried with fresh ports while
+    it fails because one of them was taken in between (its :class:`PortTaken`)."""
+    for _ in range(attempts - 1):
+        try:
+            return start()
+        except PortTaken:
+            continue
+    return start()
+
+
+class PortTaken(Exception):
+    """A service could not listen on a port :func:`unused_port` had found free."""
+
+
+def start_failed(output: str, what: str) -> NoReturn:
+    """Fail the test with the tail of a service's ``output``; a lost port race raises
+    :class:`PortTaken` instead (so that :func:`on_free_ports` retries)."""
+    if PORT_TAKEN.search(output):
+        raise PortTaken(output[-500:])
+    pytest.fail(f"{what} failed: {output[-2000:]}")
 
 
 @pytest.fixture
@@ -134,38 +164,46 @@ def ray_head() -> Iterator[RayHead]:
     instances on the machine).
     """
     ray = str(Path(sys.executable).parent / "ray")
-    port, dashboard = unused_port(), unused_port()
-    # Every port of its own: Ray's fixed defaults (dashboard agent 52365, client server 10001)
-    # may be taken by another Ray runtime on the machine, and a head whose dashboard agent
-    # cannot listen never accepts jobs ("No available agent to submit job").
-    own_ports = [
-        f"--{flag}={unused_port()}"
-        for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-                     "runtime-env-agent-port", "metrics-export-port", "ray-client-server-port")
-    ]  # fmt: skip
-    # Short: Ray's unix sockets live below it, and AF_UNIX paths are limited to 107 bytes
-    # (pytest's tmp paths under xdist are too long).
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = os.environ | {
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "disabled",  # drivers that join it (the UI test's campaign) hold no token
         "OMP_NUM_THREADS": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # jobs' python
     }
-    cmd = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-           "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-           f"--dashboard-port={dashboard}", "--num-cpus=2", f"--temp-dir={temp}",
-           "--disable-usage-stats", *own_ports]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    try:
+
+    def start() -> tuple[subprocess.Popen, RayHead]:
+        port, dashboard = unused_port(), unused_port()
+        # Every port of its own: Ray's fixed defaults (dashboard agent 52365, client server
+        # 10001) may be taken by another Ray runtime on the machine, and a head whose dashboard
+        # agent cannot listen never accepts jobs ("No available agent to submit job").
+        own_ports = [
+            f"--{flag}={unused_port()}"
+            for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                         "runtime-env-agent-port", "metrics-export-port",
+                         "ray-client-server-port")
+        ]  # fmt: skip
+        # Short: Ray's unix sockets live below it, and AF_UNIX paths are limited to 107 bytes
+        # (pytest's tmp paths under xdist are too long).
+        temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+        cmd = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+               "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+               f"--dashboard-port={dashboard}", "--num-cpus=2", f"--temp-dir={temp}",
+               "--disable-usage-stats", *own_ports]  # fmt: skip
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
         out, _ = proc.communicate(timeout=240)
         if proc.returncode != 0:
-            pytest.fail(f"ray start failed: {out[-2000:]}")
-        yield RayHead(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", Path(temp))
+            stop_group(proc.pid)
+            shutil.rmtree(temp, ignore_errors=True)
+            start_failed(out, "ray start")
+        return proc, RayHead(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", Path(temp))
+
+    proc, head = on_free_ports(start)
+    try:
+        yield head
     finally:
         stop_group(proc.pid)
-        shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(head.temp, ignore_errors=True)
 
 
 def stop_group(pgid: int, grace_s: float = 10.0) -> None:
@@ -190,27 +228,33 @@ def served(tmp_path: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     cli = str(Path(sys.executable).parent / "pdeladder")
-    proc = subprocess.Popen(
-        [cli, "flows", "serve", "--port", str(unused_port())],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
-    reader.start()
-    try:
+
+    def start() -> tuple[subprocess.Popen, threading.Thread, str]:
+        proc = subprocess.Popen(
+            [cli, "flows", "serve", "--port", str(unused_port())],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+        reader.start()
         deadline, seen = time.monotonic() + 400, []
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                continue
-            if seen[-1].startswith("Prefect UI: "):
-                yield seen[-1].removeprefix("Prefect UI: ").strip()
-                break
-        else:
-            pytest.fail("flows serve printed no UI address:\n" + "".join(seen[-20:]))
-    finally:
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    seen.append(lines.get(timeout=1))
+                except queue.Empty:
+                    continue
+                if seen[-1].startswith("Prefect UI: "):
+                    return proc, reader, seen[-1].removeprefix("Prefect UI: ").strip()
+        except BaseException:
+            stop(proc, reader)
+            raise
+        stop(proc, reader)
+        seen.extend(lines.queue)
+        start_failed("".join(seen), "flows serve (no UI address printed)")
+
+    def stop(proc: subprocess.Popen, reader: threading.Thread) -> None:
         proc.send_signal(signal.SIGTERM)  # serve stops its server itself
         try:
             proc.wait(timeout=60)
@@ -218,3 +262,9 @@ def served(tmp_path: Path) -> Iterator[str]:
             stop_group(proc.pid)  # flow-run processes and their Ray runtime, if any are left
             reader.join(timeout=10)
             proc.stdout.close()
+
+    proc, reader, url = on_free_ports(start)
+    try:
+        yield url
+    finally:
+        stop(proc, reader)

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from .conftest import unused_port
+from .conftest import on_free_ports, start_failed, unused_port
 
 SCRIPT = """
 from prefect import flow, get_run_logger
@@ -25,15 +25,20 @@ with prefect_api("127.0.0.1", int(__import__("sys").argv[1]), 120):
 def test_last_logs_are_sent_before_the_local_server_stops(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env |= {"PREFECT_HOME": str(tmp_path), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    port = unused_port()
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(port)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+
+    def run() -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(unused_port())],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            start_failed(done.stdout + done.stderr, "the flow on a local server")
+        return done
+
+    done = on_free_ports(run)
     output = done.stdout + done.stderr
     assert "line 49" in output
     assert "Error logging to API" not in output
