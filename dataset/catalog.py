@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pdeladder.dataset.format import OK
-from pdeladder.dataset.moments import mean_std, merge_moments
-from pdeladder.dataset.store import Group, Store, open_store
+from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import UserInputError
 
 
@@ -88,7 +88,7 @@ class Catalog:
                 if g.family == fam:
                     channels += [c for c in g.channel_names if c not in channels]
         status = {g.path: g.status() for g in opened}
-        stats = _family_stats(opened, status)
+        stats = family_stats(opened, status)
         refs, layouts, params = [], {}, {}
         for g in opened:
             params[g.path] = g.params()
@@ -96,15 +96,15 @@ class Catalog:
             sums = g.checksums(status[g.path])
             bucket = (g.grid.dim, g.grid.resolution, g.grid.snapshots)
             refs += [SampleRef(g.path, int(i), int(sums[i]), bucket) for i in ok]
-            mean, std = stats[g.family]
+            by_channel = stats[g.family]
             layouts[g.path] = GroupLayout(
                 family=g.family,
                 family_id=families.index(g.family),
                 channel_slots=np.array([channels.index(c) for c in g.channel_names]),
                 input_slots=np.array([c["role"] == "input" for c in g.attrs["channels"]]),
                 n_params=len(g.param_names),
-                mean=np.array([mean[c] for c in g.channel_names], dtype=np.float32),
-                std=np.array([std[c] for c in g.channel_names], dtype=np.float32),
+                mean=np.array([by_channel[c][0] for c in g.channel_names], dtype=np.float32),
+                std=np.array([by_channel[c][1] for c in g.channel_names], dtype=np.float32),
                 t_end=g.grid.t_end,
             )
         if not refs:
@@ -148,26 +148,3 @@ def _select(store: Store, patterns: list[str] | None) -> list[str]:
             f"{store.url}: no group matches {patterns}; groups: {', '.join(paths) or 'none'}"
         )
     return chosen
-
-
-def _family_stats(
-    groups: list[Group], status: dict[str, np.ndarray]
-) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
-    """Per family, per channel name: mean and std over all its ok samples in ``groups``
-    (the groups' cached or merged moments, merged again across groups; ``status`` by group
-    path)."""
-    parts: dict[str, dict[str, list[list[float]]]] = {}
-    for g in groups:
-        norm = g.normalization(status[g.path])
-        for c, name in enumerate(norm["channels"]):
-            parts.setdefault(g.family, {}).setdefault(name, []).append(
-                [norm["count"][c], norm["mean"][c], norm["m2"][c]]
-            )
-    out = {}
-    for fam, by_channel in parts.items():
-        names = list(by_channel)
-        merged = np.stack([merge_moments(np.array(by_channel[n])[:, None, :])[0] for n in names])
-        mean, std = mean_std(merged)
-        std = np.where(std > 0, std, 1.0)
-        out[fam] = (dict(zip(names, mean, strict=True)), dict(zip(names, std, strict=True)))
-    return out

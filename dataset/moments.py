@@ -6,6 +6,9 @@ parallel algorithm, here for many parts at once), so statistics of a stage, a fa
 store come from these small arrays without reading any field twice.
 """
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 #: Values per block of :func:`sample_moments`: its float64 block stays in the L2 cache.
@@ -59,3 +62,30 @@ def mean_std(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and population standard deviation ``(C,)`` from merged ``(C, 3)`` moments."""
     n, mean, m2 = moments[:, 0], moments[:, 1], moments[:, 2]
     return mean, np.sqrt(m2 / np.where(n > 0, n, 1.0))
+
+
+def family_stats(
+    groups: Iterable[Any], status: dict[str, np.ndarray] | None = None
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """The normaliser of a set of store groups: per family, per channel name, ``(mean, std)``
+    in physical units over every ok sample of the family in ``groups`` (each group's cached
+    or merged moments, :meth:`~pdeladder.dataset.store.Group.normalization`, merged across
+    groups); ``std`` is 1 for a constant channel. ``status``: the groups' status arrays by
+    path, where the caller has read them already."""
+    parts: dict[str, dict[str, list[list[float]]]] = {}
+    for g in groups:
+        norm = g.normalization(None if status is None else status[g.path])
+        for c, name in enumerate(norm["channels"]):
+            parts.setdefault(g.family, {}).setdefault(name, []).append(
+                [norm["count"][c], norm["mean"][c], norm["m2"][c]]
+            )
+    out = {}
+    for fam, by_channel in parts.items():
+        names = list(by_channel)
+        merged = np.stack([merge_moments(np.array(by_channel[n])[:, None, :])[0] for n in names])
+        mean, std = mean_std(merged)
+        out[fam] = {
+            n: (float(m), float(s) if s > 0 else 1.0)
+            for n, m, s in zip(names, mean, std, strict=True)
+        }
+    return out

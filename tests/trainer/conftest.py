@@ -15,13 +15,13 @@ import torch
 
 from pdeladder.curriculum.loader import parse_curriculum
 from pdeladder.curriculum.plan import plan_stage
+from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.models.checkpoint import save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.data import fill_stats
 from pdeladder.trainer.training.layout import SlotLayout
 
 CURRICULUM = """
@@ -152,7 +152,8 @@ def save_operator(
     """A seeded heat + Darcy model (normalised with the store's statistics) saved as a checkpoint
     that trained on ``paths``; ``persistence``: its output is its input state, ``u(t) = u(0)``."""
     layout = SlotLayout.for_families(["heat", "darcy"], [1])
-    fill_stats(layout, store_url, paths)
+    store = open_store(store_url)
+    layout.set_stats(family_stats(store.group(p) for p in paths))
     torch.manual_seed(0)
     config = OperatorConfig(
         in_channels=layout.in_channels,

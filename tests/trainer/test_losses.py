@@ -25,7 +25,7 @@ def heat_batch():
     layout = SlotLayout.for_families(["heat"], [2])
     fields = np.stack([s.fields for s in samples])
     params = np.stack([s.params.vector() for s in samples])
-    layout.set_stats(fam, 2, fields.mean((0, 1, 3, 4, 5)), fields.std((0, 1, 3, 4, 5)))
+    layout.set_stats({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
     return make_batch(layout, "heat", grid, fields, params, solved=True), layout
 
 

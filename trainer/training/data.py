@@ -19,8 +19,7 @@ import torch
 from pdeladder.dataset.collate import prefetched
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.loader import PREFETCH_BATCHES
-from pdeladder.dataset.moments import mean_std, merge_moments
-from pdeladder.dataset.store import Group, open_store, read_samples
+from pdeladder.dataset.store import open_store, read_samples
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
@@ -32,26 +31,6 @@ def split(ok: np.ndarray, held_out: float) -> tuple[np.ndarray, np.ndarray]:
     """Sample indices ``ok`` → (training, held-out)."""
     n_test = math.ceil(held_out * len(ok)) if len(ok) > 1 else 0
     return ok[: len(ok) - n_test], ok[len(ok) - n_test :]
-
-
-def fill_stats(layout: SlotLayout, store_url: str, paths: list[str]) -> None:
-    """Set each family's normalisation statistics from the store's groups (moments merged over
-    all groups of the family)."""
-    store = open_store(store_url)
-    by_family: dict[str, list[Group]] = {}
-    for p in paths:
-        g = store.group(p)
-        by_family.setdefault(g.family, []).append(g)
-    for name, groups in by_family.items():
-        fam = get_family(name)
-        per_slot: dict[int, list[np.ndarray]] = {}
-        for g in groups:
-            for s, m in zip(layout.slot_indices(fam, g.grid.dim), g.moments(), strict=True):
-                per_slot.setdefault(s, []).append(m)
-        for s, parts in per_slot.items():
-            mean, std = mean_std(merge_moments(np.stack(parts)))
-            layout.stats[name]["mean"][s] = float(mean[0])
-            layout.stats[name]["std"][s] = float(std[0]) if std[0] > 0 else 1.0
 
 
 def make_batch(

@@ -88,12 +88,18 @@ class SlotLayout:
 
     # -- statistics ----------------------------------------------------------------------------
 
-    def set_stats(self, family: Family, dim: int, mean: np.ndarray, std: np.ndarray) -> None:
-        """Record a family's per-channel statistics (``(C_f,)``, physical units)."""
-        entry = self.stats[family.name]
-        for s, m, d in zip(self.slot_indices(family, dim), mean, std, strict=True):
-            entry["mean"][s] = float(m)
-            entry["std"][s] = float(d) if d > 0 else 1.0
+    def set_stats(self, stats: dict[str, dict[str, tuple[float, float]]]) -> None:
+        """Record ``{family: {channel: (mean, std)}}`` (physical units; the store's, from
+        :func:`pdeladder.dataset.moments.family_stats`) for the families of this layout; a
+        std of 0 is recorded as 1."""
+        for name, channels in stats.items():
+            if name not in self.stats:
+                continue
+            entry = self.stats[name]
+            for channel, (mean, std) in channels.items():
+                s = self.slots.index(channel)
+                entry["mean"][s] = float(mean)
+                entry["std"][s] = float(std) if std > 0 else 1.0
 
     def normalise_params(self, family: Family, params: np.ndarray) -> np.ndarray:
         """``(N, P_f)`` physical parameters → ``(N, n_params)`` in ``[-1, 1]``, zero padded."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pdeladder.dataset.format import group_path
+from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
@@ -66,12 +67,12 @@ def stage_paths(spec, stage, store_url: str) -> list[str]:
 
 def build_layout(spec, store_url: str, stages) -> SlotLayout:
     """Slots for every family of the curriculum, statistics from the stages' stored groups."""
-    from pdeladder.trainer.training.data import fill_stats
-
     names = [e.family for s in spec.stages for e in s.families]
     dims = sorted({d for s in spec.stages for e in s.families for d in e.dims})
     layout = SlotLayout.for_families(names, dims)
-    fill_stats(layout, store_url, [p for s in stages for p in stage_paths(spec, s, store_url)])
+    store = open_store(store_url)
+    paths = [p for s in stages for p in stage_paths(spec, s, store_url)]
+    layout.set_stats(family_stats(store.group(p) for p in paths))
     return layout
 
 
