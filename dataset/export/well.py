@@ -6,12 +6,15 @@
   samples, in index order): its training part is ``train``; its held-out part is halved,
   the first half ``valid``, the rest ``test`` (an empty split writes no file).
 - Each file: root attributes ``dataset_name``, ``grid_type = "cartesian"``,
-  ``n_spatial_dims``, ``n_trajectories``, ``simulation_parameters`` (names; the values are
-  sample-varying ``scalars``); ``dimensions`` (``time``, and ``x``/``y``/``z`` of the group's
+  ``n_spatial_dims``, ``n_trajectories``, ``simulation_parameters`` (the names of the parameters
+  with one value over the group's ok samples, each also a root attribute holding that value, as
+  The Well's checker requires of a listed name); ``scalars`` (every parameter, sample-varying
+  ``(n,)``); ``dimensions`` (``time``, and ``x``/``y``/``z`` of the group's
   dimension: unit axes dropped); ``boundary_conditions`` (one ``WALL`` or ``PERIODIC`` condition
   per axis from the family's description, masks true at both ends for walls);
   ``t0_fields`` (scalar channels, ``(n, T, *space)``; input coefficient channels, constant in
-  time, as time-constant ``(n, *space)`` fields), ``t1_fields`` (the velocity components of a
+  time, and every channel of a steady group (``T = 1``) as time-constant ``(n, *space)``
+  fields), ``t1_fields`` (the velocity components of a
   family, as one ``(n, T, *space, dim)`` field named ``velocity``), ``t2_fields`` (empty);
   float32 throughout.
 - ``pdeladder/`` (ignored by The Well): ``sample_index`` and ``seed`` per trajectory, the
@@ -80,19 +83,31 @@ def _space(group: Group) -> tuple[int, ...]:
     return group.grid.shape[: group.grid.dim]
 
 
+def fixed_parameters(group: Group) -> dict[str, float]:
+    """The parameters with one value over the group's ok samples: ``{name: value}``."""
+    values = group.params()[group.status() == fmt.OK]
+    return {
+        name: float(v[0])
+        for name, v in zip(group.param_names, values.T, strict=True)
+        if len(v) and (v == v[0]).all()
+    }
+
+
 def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
     grid, dim = group.grid, group.grid.dim
     space, T, n = _space(group), grid.snapshots, len(indices)
     lay = fields_layout(group)
-    names = [p["name"] for p in group.attrs["parameters"]]
+    names = group.param_names
     params = group.params()[indices] if len(names) else np.zeros((n, 0))
+    fixed = fixed_parameters(group)
     with h5py.File(path, "w") as f:
         f.attrs.update(
             dataset_name=dataset_name(group),
             grid_type="cartesian",
             n_spatial_dims=dim,
             n_trajectories=n,
-            simulation_parameters=names,
+            simulation_parameters=list(fixed),
+            **fixed,
         )
         d = f.create_group("dimensions")
         d.attrs["spatial_dims"] = list(AXES[:dim])

@@ -11,6 +11,7 @@ import fsspec
 import numpy as np
 import pytest
 
+from pdeladder.dataset.store import open_store
 from pdeladder.solvers import Grid, Sample, SolveStats, get_family
 
 HEAT = get_family("heat")
@@ -37,6 +38,23 @@ def array_sample(grid: Grid, seed: int, channels: int = 1) -> Sample:
     shape = (grid.snapshots, channels, *grid.shape)
     fields = np.random.default_rng(seed).normal(1.0, 2.0, shape).astype(np.float32)
     return Sample("heat", fields, grid, HEAT.parse_params(), seed, SolveStats(dofs=grid.points))
+
+
+def family_group(url: str, family: str, grid: Grid, samples: int = 5, seed: int = 0):
+    """A group of ``samples`` seeded random samples of ``family`` (for the export tests): input
+    channels constant in time as a solver stores them, the first parameter spread over its
+    range (sample-varying), the others at their defaults; seeds ``10 + i``."""
+    fam = get_family(family)
+    g = open_store(url, "a").require_group("s", fam, grid, n_samples=samples)
+    rng = np.random.default_rng(seed)
+    first, (low, high) = next(iter(fam.Params.ranges().items()))
+    inputs = [c.get("role", "output") == "input" for c in g.attrs["channels"]]
+    for i in range(samples):
+        fields = rng.normal(size=(grid.snapshots, len(inputs), *grid.shape)).astype(np.float32)
+        fields[:, inputs] = fields[:1, inputs]
+        params = fam.parse_params({first: low + (high - low) * (i + 1) / (samples + 1)})
+        g.write(i, Sample(family, fields, grid, params, 10 + i, SolveStats(dofs=grid.points)))
+    return g
 
 
 @pytest.fixture(params=["local", "memory"])
