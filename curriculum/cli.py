@@ -78,8 +78,8 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Samples, estimated DOF-steps, bytes, time, memory per sample and ranks per sample per
-    stage and group (cost model calibrated on this machine on first use)."""
+    """Samples, estimated DOF-steps, bytes (raw and stored), core time, memory per sample and
+    ranks per sample per stage and group (cost model calibrated on this machine on first use)."""
     from pdeladder.curriculum.cost import CostModel, human_time
     from pdeladder.curriculum.loader import load_curriculum
     from pdeladder.curriculum.plan import plan_stage
@@ -98,14 +98,23 @@ def plan(
         for name in names
     ]
     for s in stages:
-        s.update({k: sum(g[k] for g in s["groups"]) for k in ("samples", "dof_steps", "bytes")})
-        s["seconds"] = sum(g["seconds"] for g in s["groups"])
+        totals = ("samples", "dof_steps", "bytes", "stored_bytes", "seconds")
+        s.update({k: sum(g[k] for g in s["groups"]) for k in totals})
+        s["core_hours"] = s["seconds"] / 3600
     if as_json:
         typer.echo(json.dumps({"curriculum": spec.name, "stages": stages}, indent=2))
         return
     for s in stages:
         table = Table(title=f"{spec.name} / {s['stage']}")
-        cols = ("group", "samples", "DOF-steps", "bytes", "time (1 core)", "memory/sample")
+        cols = (
+            "group",
+            "samples",
+            "DOF-steps",
+            "bytes",
+            f"stored ({spec.compression})",
+            "time (1 core)",
+            "memory/sample",
+        )
         for col in (*cols, "ranks", "memory/rank"):
             table.add_column(col, justify="left" if col == "group" else "right")
         for g in s["groups"]:
@@ -115,6 +124,7 @@ def plan(
                 str(g["samples"]),
                 _si(g["dof_steps"]),
                 _si(g["bytes"], "B"),
+                _si(g["stored_bytes"], "B"),
                 human_time(g["seconds"]),
                 _si(g["memory_per_sample_bytes"], "B") + big,
                 str(g["ranks_per_sample"]),
@@ -125,6 +135,7 @@ def plan(
             str(s["samples"]),
             _si(s["dof_steps"]),
             _si(s["bytes"], "B"),
+            _si(s["stored_bytes"], "B"),
             human_time(s["seconds"]),
         )
         console.print(table)

@@ -20,8 +20,14 @@ Above the idle process and the sample's float32 fields (known exactly), the peak
 need, per rank, ``idle + overhead + (bytes_per_dof · dofs + fields) / K`` plus, for K > 1, one
 snapshot of the fields (every rank draws the whole initial state before taking its slab).
 
+Stored bytes: each codec of :data:`pdeladder.dataset.format.COMPRESSIONS` compresses the fields
+of one solve on the larger memory grid (the family's default parameters), and a group's stored
+bytes are its float32 field bytes over its codec's measured ratio. Real parameters and finer grids
+change the ratio (smoother fields compress better): read it as the calibration's, not a bound.
+
 Calibrations are cached in ``<user cache dir>/pdeladder/cost-model.json`` per host, family,
-dimension and DOLFINx version (memory under the same key with ``|memory``).
+dimension and DOLFINx version (memory and compression under the same key with ``|memory`` and
+``|compression``); an entry of an older layout is measured again.
 """
 
 from mpi4py import MPI
@@ -38,9 +44,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import platformdirs
 
 from pdeladder.curriculum.plan import GroupPlan, StagePlan
+from pdeladder.dataset.chunks import numcodec
+from pdeladder.dataset.format import COMPRESSIONS
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
@@ -167,6 +176,40 @@ def calibrate_memory(family: str, dim: int) -> MemoryCalibration:
     )
 
 
+@dataclass(frozen=True)
+class CompressionCalibration:
+    """Measured compression ratio (float32 bytes / encoded bytes) of one family's fields in one
+    dimension, per codec name."""
+
+    family: str
+    dim: int
+    ratios: dict[str, float]
+    measured: str
+
+
+def calibrate_compression(family: str, dim: int) -> CompressionCalibration:
+    """Encode the fields of one solve with every codec (module docstring)."""
+    fam = get_family(family)
+    r = MEMORY_RESOLUTIONS[dim][-1]
+    fields = fam.run(
+        fam.Params(), fam.grid(dim, r, 1 if fam.steady else 5), 0, MPI.COMM_SELF
+    ).fields
+    raw = np.ascontiguousarray(fields, dtype=np.float32)
+    ratios = {}
+    for name in COMPRESSIONS:
+        codec = numcodec(name)
+        ratios[name] = 1.0 if codec is None else raw.nbytes / len(codec.encode(raw))
+    return CompressionCalibration(
+        family=family,
+        dim=dim,
+        ratios=ratios,
+        measured=(
+            f"{family} {dim}D fields at {r} points per axis, default parameters, "
+            f"{platform.node()}, {time.strftime('%Y-%m-%d')}"
+        ),
+    )
+
+
 def node_memory_bytes() -> int:
     """This machine's physical memory."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -196,8 +239,10 @@ class CostModel:
             entries = json.loads(self.cache.read_text())
         except (OSError, ValueError):
             entries = {}
-        if key in entries:
+        try:
             return cls(**entries[key])
+        except (KeyError, TypeError):  # not measured yet, or an older layout: measure again
+            pass
         cal = measure()
         try:  # re-read: another process may have cached other entries meanwhile
             entries = json.loads(self.cache.read_text())
@@ -218,6 +263,13 @@ class CostModel:
             self._key(family, dim) + "|memory",
             MemoryCalibration,
             lambda: calibrate_memory(family, dim),
+        )
+
+    def compression(self, family: str, dim: int) -> CompressionCalibration:
+        return self._cached(
+            self._key(family, dim) + "|compression",
+            CompressionCalibration,
+            lambda: calibrate_compression(family, dim),
         )
 
     def per_rank_bytes(self, g: GroupPlan, ranks: int) -> float:
@@ -269,9 +321,10 @@ class CostModel:
     def estimate(
         self, plan: StagePlan, budget_gb: float | None = None, *, cluster: bool = False
     ) -> list[dict]:
-        """Per group of ``plan``: samples, estimated DOF-steps, field bytes, one-core seconds,
-        peak memory of one sample on one process, ranks per sample and memory per rank, and
-        whether a sample is larger than one node (this machine's memory or cores)."""
+        """Per group of ``plan``: samples, estimated DOF-steps, field bytes and the bytes stored
+        with the group's codec (its measured ratio), one-core seconds, peak memory of one sample
+        on one process, ranks per sample and memory per rank, and whether a sample is larger
+        than one node (this machine's memory or cores)."""
         rows = []
         for g in self.resolve(plan, budget_gb, cluster=cluster).groups:
             cal = self.calibration(g.family, g.grid.dim)
@@ -287,6 +340,9 @@ class CostModel:
                     "samples": g.n,
                     "dof_steps": g.n * cal.dof_steps(g.grid),
                     "bytes": g.field_bytes,
+                    "stored_bytes": g.field_bytes
+                    / self.compression(g.family, g.grid.dim).ratios[g.compression],
+                    "compression": g.compression,
                     "seconds": g.n * cal.seconds(g.grid),
                     "memory_per_sample_bytes": memory,
                     "ranks_per_sample": k,

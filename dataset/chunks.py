@@ -35,7 +35,7 @@ from pdeladder.dataset import format as fmt
 _STRINGS = numcodecs.VLenUTF8()
 
 
-def _compressor(name: str) -> Any:
+def numcodec(name: str) -> Any:
     """The numcodecs codec that encodes the chunks of ``format.COMPRESSIONS[name]`` (zarr's
     blosc and zstd codecs wrap these; their frames are self-describing)."""
     codecs = fmt.COMPRESSIONS[name]
@@ -81,7 +81,7 @@ class SampleChunks:
             spec.chunks[1:],
             dtype,
             spec.fill_value,
-            _compressor(spec.compression),
+            numcodec(spec.compression),
             spec.separator,
         )
 

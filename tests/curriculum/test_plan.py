@@ -162,7 +162,7 @@ def test_plan_cli_estimates_from_calibration(
     cache = json.loads((tmp_path / "cache/pdeladder/cost-model.json").read_text())
     assert {c["family"] for c in cache.values()} == {"heat", "darcy"}
     # the estimate is the calibration's linear model, whatever this machine's timings were
-    cal = {c["family"]: c for k, c in cache.items() if not k.endswith("|memory")}
+    cal = {c["family"]: c for k, c in cache.items() if k.count("|") == 3}
     memory = {c["family"]: c for k, c in cache.items() if k.endswith("|memory")}
     assert set(memory) == {"heat", "darcy"}  # peak RSS measured in a fresh process
     for g in (heat, darcy):
@@ -177,3 +177,11 @@ def test_plan_cli_estimates_from_calibration(
         assert g["seconds"] == pytest.approx(expected, rel=1e-12) and g["seconds"] > 0
     assert stage["seconds"] == pytest.approx(heat["seconds"] + darcy["seconds"], rel=1e-12)
     assert all("one core" in c["measured"] for c in cal.values())
+    # stored bytes: the raw bytes over the group's codec's ratio, measured on the family's fields
+    ratios = {c["family"]: c["ratios"] for k, c in cache.items() if k.endswith("|compression")}
+    assert set(ratios) == {"heat", "darcy"}
+    for g in (heat, darcy):
+        ratio = ratios[g["family"]][g["compression"]]
+        assert ratios[g["family"]]["none"] == 1.0 and ratio > 1  # smooth fields compress
+        assert g["stored_bytes"] == pytest.approx(g["bytes"] / ratio, rel=1e-12)
+    assert stage["core_hours"] == pytest.approx(stage["seconds"] / 3600, rel=1e-12)
