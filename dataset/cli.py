@@ -121,7 +121,7 @@ def plot(
 def export(
     url: Url,
     layout: Annotated[
-        str, typer.Option("--format", help="Layout to write: vtk (ParaView) or the-well.")
+        str, typer.Option("--format", help="Layout to write: vtk (ParaView), the-well or pdebench.")
     ],
     out: Annotated[Path, typer.Option("--out", help="Folder to write (must be new or empty).")],
     group: Annotated[
@@ -130,7 +130,9 @@ def export(
     sample: Annotated[int | None, typer.Option("--sample", help="Sample index (vtk).")] = None,
     groups: Annotated[
         list[str] | None,
-        typer.Option("--groups", help="Group to export (the-well; repeatable; default all)."),
+        typer.Option(
+            "--groups", help="Group to export (the-well, pdebench; repeatable; default all)."
+        ),
     ] = None,
     held_out: Annotated[
         float, typer.Option(help="Held-out fraction, split as the trainer does (the-well).")
@@ -138,7 +140,8 @@ def export(
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
 ) -> None:
     """Write samples in another tool's layout: a ParaView time series of one sample (vtk:
-    a .pvd of .vti files) or one Well dataset per group (the-well: HDF5 per split)."""
+    a .pvd of .vti files), one Well dataset per group (the-well: HDF5 per split) or one
+    PDEBench file per group (pdebench: HDF5, its 1D, Darcy or per-sample layout)."""
     from pdeladder.dataset.export import check_format, check_out
     from pdeladder.dataset.store import open_store
     from pdeladder.errors import UserInputError
@@ -172,12 +175,16 @@ def export(
             written = export_vtk(
                 g, sample, out, force=force, progress=progress(f"{group} sample {sample}")
             )
-        else:
+        elif layout == "the-well":
             from pdeladder.dataset.export.well import export_well
 
             written = export_well(
                 store, out, groups=groups, held_out=held_out, force=force, progress=progress
             )
+        else:
+            from pdeladder.dataset.export.pdebench import export_pdebench
+
+            written = export_pdebench(store, out, groups=groups, force=force, progress=progress)
     finally:
         if bar.live.is_started:
             bar.stop()

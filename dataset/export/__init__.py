@@ -1,5 +1,6 @@
 """Export of stored samples into other tools' layouts: ParaView (``vtk``: a ``.pvd`` time series
-of ``.vti`` image files) and The Well (``the-well``: one HDF5 dataset per group).
+of ``.vti`` image files), The Well (``the-well``: one HDF5 dataset per group) and PDEBench
+(``pdebench``: one HDF5 file per group).
 
 Every exporter checks its whole input before it writes a byte (:func:`prepare_out`, the group and
 sample checks), then streams: one sample, or one snapshot, in memory at a time.
@@ -8,11 +9,17 @@ sample checks), then streams: one sample, or one snapshot, in memory at a time.
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pdeladder.errors import UserInputError
 
+if TYPE_CHECKING:
+    from pdeladder.dataset.store import Group, Store
+
 #: ``store export --format`` choices.
-FORMATS = ("vtk", "the-well")
+FORMATS = ("vtk", "the-well", "pdebench")
 
 #: ``progress(total)`` is called once with the number of steps and returns ``advance(n)``.
 Progress = Callable[[int], Callable[[int], None]]
@@ -42,3 +49,22 @@ def prepare_out(out: Path, force: bool) -> None:
     if out.is_dir() and force:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+
+
+def open_groups(store: "Store", paths: list[str] | None) -> list["Group"]:
+    """The groups ``paths`` (default all) of ``store``; refuses an unknown group, no group at
+    all, and a group without ok samples (before anything is written)."""
+    from pdeladder.dataset import format as fmt
+
+    opened = [store.group(p) for p in paths or store.groups()]
+    if not opened:
+        raise UserInputError(f"{store.url}: no groups to export")
+    for g in opened:
+        if not (g.status() == fmt.OK).any():
+            raise UserInputError(f"{g.where()}: no ok samples to export")
+    return opened
+
+
+def spatial(u: np.ndarray, dim: int) -> np.ndarray:
+    """``(..., X, Y, Z)`` → ``(..., *space)``: the unit axes past ``dim`` dropped (a view)."""
+    return u[(..., *[slice(None)] * dim, *[0] * (3 - dim))]

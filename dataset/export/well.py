@@ -2,7 +2,7 @@
 ``OUT/<name>/data/{train,valid,test}/<name>.hdf5`` and ``OUT/<name>/stats.yaml``.
 
 - ``<name>``: the group path with ``/`` as ``_`` (``s1_heat_2d_n33_t11``).
-- Split: the trainer's held-out rule (:func:`pdeladder.trainer.training.data.split` on the ok
+- Split: the trainer's held-out rule (:func:`pdeladder.dataset.catalog.split` on the ok
   samples, in index order): its training part is ``train``; its held-out part is halved,
   the first half ``valid``, the rest ``test`` (an empty split writes no file).
 - Each file: root attributes ``dataset_name``, ``grid_type = "cartesian"``,
@@ -33,7 +33,8 @@ import numpy as np
 import yaml
 
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.export import no_progress, prepare_out
+from pdeladder.dataset.catalog import split
+from pdeladder.dataset.export import no_progress, open_groups, prepare_out, spatial
 from pdeladder.dataset.store import Group, Store
 from pdeladder.errors import UserInputError
 
@@ -71,7 +72,6 @@ def fields_layout(group: Group) -> dict[str, Any]:
 
 
 def splits(group: Group, held_out: float) -> dict[str, np.ndarray]:
-    from pdeladder.trainer.training.data import split
 
     ok = np.flatnonzero(group.status() == fmt.OK)
     train, test = split(ok, held_out)
@@ -162,14 +162,12 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
         )
         p.create_dataset("sample_index", data=np.asarray(indices, np.int64))
         p.create_dataset("seed", data=group.column("seed")[indices])
-        cut = (slice(None), *[slice(None)] * dim, *[0] * (3 - dim))  # (T, X, Y, Z) → (T, *space)
         for row, i in enumerate(indices):
-            u = group.read(int(i))  # (T, C, X, Y, Z): one sample in memory
+            u = spatial(group.read(int(i)), dim)  # (T, C, *space): one sample in memory
             for name, c, varying in lay["t0"]:
-                v = u[:, c][cut]
-                out0[name][row] = v if varying else v[0]
+                out0[name][row] = u[:, c] if varying else u[0, c]
             for name, chans in lay["t1"].items():
-                out1[name][row] = np.stack([u[:, c][cut] for c in chans], axis=-1)
+                out1[name][row] = np.stack([u[:, c] for c in chans], axis=-1)
             advance(1)
 
 
@@ -226,13 +224,7 @@ def export_well(
     ``out``. ``progress(description)`` gives a :data:`Progress` per group."""
     if not 0 <= held_out < 1:
         raise UserInputError(f"--held-out {held_out}: must be in [0, 1)")
-    paths = groups or store.groups()
-    opened = [store.group(p) for p in paths]  # unknown groups fail here, before any write
-    if not opened:
-        raise UserInputError(f"{store.url}: no groups to export")
-    for g in opened:
-        if not (g.status() == fmt.OK).any():
-            raise UserInputError(f"{g.where()}: no ok samples to export")
+    opened = open_groups(store, groups)
     prepare_out(out, force)
     for g in opened:
         name = dataset_name(g)

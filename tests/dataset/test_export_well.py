@@ -15,11 +15,11 @@ import yaml
 from the_well.data import WellDataset
 from the_well.data.normalization import ZScoreNormalization
 
+from pdeladder.dataset.catalog import split
 from pdeladder.dataset.export.well import export_well
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import PdeladderError
 from pdeladder.solvers import family_names, get_family
-from pdeladder.trainer.training.data import split
 
 from .conftest import family_group
 
