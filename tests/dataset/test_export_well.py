@@ -21,7 +21,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.errors import PdeladderError
 from pdeladder.solvers import family_names, get_family
 
-from .conftest import family_group
+from .conftest import GRID, HEAT, family_group
 
 SAMPLES, HELD_OUT = 5, 0.4
 #: The loader's names of a ``velocity`` t1 field's components → the store's channels.
@@ -271,6 +271,26 @@ def test_well_checkers_rules_hold_for_every_file(exported):
             np.testing.assert_array_equal(f["pdeladder/seed"][:], 10 + idx)
             assert list(f["pdeladder"].attrs["channel_names"]) == g.channel_names
             assert json.loads(f["pdeladder"].attrs["group_attrs"]) == g.attrs
+
+
+def test_well_export_of_real_solves(heat_samples, tmp_path):
+    """Real solves (four 2D heat samples, different diffusivities) hold The Well's checker rules
+    (no constant frame, no NaN) and The Well's loader reads their last window exactly."""
+    url = str(tmp_path / "s.zarr")
+    g = open_store(url, "a").require_group("s", HEAT, GRID, n_samples=len(heat_samples))
+    for i, sample in enumerate(heat_samples):
+        g.write(i, sample)
+    out = export_well(open_store(url), tmp_path / "well", held_out=0.5)
+    for path in well_files(out):
+        with h5py.File(path, "r") as f:
+            check_formatting(f)
+            check_data(f)
+            assert list(f.attrs["simulation_parameters"]) == ["ic_length_scale"]
+    ds = WellDataset(path=str(out / g.path.replace("/", "_")), well_split_name="train")
+    w, (train, _) = ds[len(ds) - 1], split(np.arange(len(heat_samples)), 0.5)
+    u = space(heat_samples[train[-1]].fields, 2)  # (T, C, X, Y)
+    np.testing.assert_array_equal(as_numpy(w["input_fields"][0, ..., 0]), u[-2, 0])
+    np.testing.assert_array_equal(as_numpy(w["output_fields"][0, ..., 0]), u[-1, 0])
 
 
 def test_well_checkers_rules_catch_broken_files(exported, tmp_path):
