@@ -1,16 +1,20 @@
 """What every equation family provides, and the sample it produces (no DOLFINx import here).
 
-A family (one module in ``solvers/``) owns its parameter model, the random draw of its initial
+A family (one package in ``solvers/``) owns its parameter model, the random draw of its initial
 state and coefficient fields, weak form and time stepping, channel names and roles,
 boundary-condition description, a manufactured solution for its convergence study, and its
 strong-form residual on the grid in pure torch, so the physics is written once, next to the
-solver it must agree with.
+solver it must agree with. The package itself is the physics without the FEM (no DOLFINx or
+PETSc import, so a trainer computes residuals without loading them); its ``fem`` module holds
+the weak form, time stepping and manufactured solution, imported on the first solve.
 """
 
 import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from importlib import import_module
+from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -143,7 +147,9 @@ def sample_generator(seed: int) -> np.random.Generator:
 
 
 class Family(ABC):
-    """An equation family. Subclasses set the class attributes and implement the four methods.
+    """An equation family. Subclasses set the class attributes and implement
+    :meth:`initial_fields` and :meth:`residual`; :meth:`solve` and :meth:`manufactured_error`
+    are those of the family's FEM module (:meth:`fem`).
 
     Class attributes:
         name: registry name (``heat``, ``navier_stokes``, ...).
@@ -175,7 +181,7 @@ class Family(ABC):
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
 
-    # -- the four things a family implements --------------------------------------------------
+    # -- what a family implements ---------------------------------------------------------------
 
     @abstractmethod
     def initial_fields(
@@ -190,7 +196,6 @@ class Family(ABC):
         the same code on its own mesh).
         """
 
-    @abstractmethod
     def solve(
         self, params: Parameters, grid: Grid, rng: np.random.Generator, comm: Any, stats: SolveStats
     ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -201,6 +206,7 @@ class Family(ABC):
         when a solve fails. Returns float32 ``(T, C, X, Y, Z)`` (identical on every rank) and
         provenance.
         """
+        return self.fem().solve(self, params, grid, rng, comm, stats)
 
     @abstractmethod
     def residual(self, fields: Any, params: Any, grid: Grid) -> Any:
@@ -217,7 +223,6 @@ class Family(ABC):
             discretisation error.
         """
 
-    @abstractmethod
     def manufactured_error(
         self, dim: int, cells: int, steps: int, comm: Any, study: Literal["space", "time"]
     ) -> float:
@@ -227,6 +232,13 @@ class Family(ABC):
         ``study`` lets a family pick a manufactured solution that isolates the error studied,
         e.g. one linear in time, which implicit Euler integrates exactly, for the space study.
         """
+        return self.fem().manufactured_error(dim, cells, steps, comm, study)
+
+    def fem(self) -> ModuleType:
+        """The family's FEM part, the module ``fem`` of its package: ``solve(family, params,
+        grid, rng, comm, stats)`` and ``manufactured_error(dim, cells, steps, comm, study)``.
+        Imported on first use, so the package alone loads no DOLFINx or PETSc."""
+        return import_module(f"{type(self).__module__}.fem")
 
     #: refinement levels of the convergence study: {"space": {"cells": (...), "steps": n},
     #: "time": {"steps": (...), "cells": n}}, each with the fixed counterpart of its study;

@@ -1,18 +1,5 @@
-r"""Advection–diffusion of a scalar by a static divergence-free velocity, zero total flux on walls.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
-
-.. math::
-    \partial_t u + \nabla\cdot(b u) - \varepsilon \Delta u = f
-    \quad \text{in } \Omega \times (0, T],
-    \qquad (b u - \varepsilon \nabla u) \cdot n = 0 \text{ on } \partial\Omega,
-    \qquad u(\cdot, 0) = u_0,
-
-with :math:`\nabla\cdot b = 0`, so :math:`\nabla\cdot(b u) = b\cdot\nabla u`. In 2D/3D the velocity
-is the curl of a random stream function (vector potential) that vanishes on the walls, so
-:math:`b \cdot n = 0` there and the condition is zero diffusive flux; in 1D it is a constant
-:math:`\pm U`. :math:`\varepsilon = U L / \mathrm{Pe}` with :math:`L = 1` and :math:`U` the
-root-mean-square speed. The total :math:`\int_\Omega u` is conserved. :math:`f = 0` for samples.
+r"""The FEM part of :mod:`pdeladder.solvers.advection_diffusion`: weak form, time stepping and manufactured
+solution.
 
 Weak form, conservative Galerkin plus SUPG, Crank–Nicolson with step :math:`\tau`: with the
 weighted test function :math:`w = v + \delta\, b\cdot\nabla v`,
@@ -35,17 +22,19 @@ from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector
 from petsc4py import PETSc
 
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.advection_diffusion import (
+    AdvectionDiffusion,
+    AdvectionDiffusionParams,
+)
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     box_mesh,
@@ -55,165 +44,109 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 #: Courant number of the internal time steps, max|b| τ / h.
 COURANT = 1.0
+
+
 #: Quadrature degree of every integral: UFL's estimate for the SUPG weight (a square root) and
 #: for trigonometric manufactured solutions runs to hundreds of points per tetrahedron.
 QUADRATURE = {"quadrature_degree": 4}
 
 
-class AdvectionDiffusionParams(Parameters):
-    peclet: float = parameter(100.0, 10.0, 2000.0, "1", "Péclet number Pe = U L / ε (L = 1)")
-    speed: float = parameter(1.0, 0.25, 2.0, "1", "root-mean-square speed U of the velocity")
-    velocity_length_scale: float = parameter(
-        0.25, 0.1, 0.5, "1", "length scale of the random stream function (2D/3D)"
+def solve(
+    family: AdvectionDiffusion,
+    params: AdvectionDiffusionParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`AdvectionDiffusion`."""
+    initial = family.initial_fields(params, grid, rng)
+    u0, velocity = initial[0], initial[1:]
+    msh = grid_mesh(comm, grid)
+    b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (grid.dim,))))
+    velocity_sampler = GridSampler(b.function_space, grid)
+    velocity_sampler.from_grid(b, velocity)
+    # Internal steps: at most Courant number COURANT and at least one per grid spacing of time.
+    top_speed = float(np.sqrt(np.sum(velocity**2, axis=0)).max())
+    every = max(
+        math.ceil(grid.cells / (grid.snapshots - 1)),
+        math.ceil(top_speed * grid.dt / (COURANT * grid.h)),
     )
-    ic_length_scale: float = parameter(0.15, 0.03, 0.5, "1", "length scale ℓ of the initial field")
-
-
-class AdvectionDiffusion(Family):
-    name = "advection_diffusion"
-    title = "Advection–diffusion by a divergence-free velocity"
-    equation = r"\partial_t u + b \cdot \nabla u = \varepsilon \Delta u"
-    dims = (1, 2, 3)
-    Params = AdvectionDiffusionParams
-    channels = (
-        Channel("u", "transported scalar"),
-        Channel("bx", "velocity x-component", role="input"),
-        Channel("by", "velocity y-component", role="input"),
-        Channel("bz", "velocity z-component", role="input"),
+    steps = every * (grid.snapshots - 1)
+    frames = []
+    solver = run_supg_crank_nicolson(
+        b,
+        params.speed / params.peclet,
+        grid.t_end / steps,
+        steps,
+        initial=lambda u, sampler: sampler.from_grid(u, u0),
+        grid=grid,
+        stats=stats,
+        on_step=lambda n, u, sampler: frames.append(sampler.to_grid(u)) if n % every == 0 else None,
     )
-    boundary_conditions = (
-        "zero total flux (b u - ε∇u)·n = 0 on all walls; b·n = 0 on the walls in 2D/3D"
-    )
-    difficulty = "peclet"
-    t_end = 1.0
-    expected_rate_space = 2.0
-    expected_rate_time = 2.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 16},
-        "time": {"steps": (4, 8, 16), "cells": 32},
+    static = velocity_sampler.local(velocity)  # this rank's part: all of it, or its x slab
+    static = np.broadcast_to(static, (len(frames), *static.shape))
+    fields = np.concatenate([np.stack(frames), static], axis=1).astype(np.float32)
+    return fields, {  # (T, 1 + dim, X, Y, Z)
+        "element": "P1",
+        "stabilisation": "SUPG",
+        "time_scheme": "Crank–Nicolson",
+        "time_step": grid.t_end / steps,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    @classmethod
-    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
-        return cls.channels[: 1 + dim]
 
-    def initial_fields(
-        self, params: AdvectionDiffusionParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        velocity = wall_bounded_velocity(grid, params.velocity_length_scale, params.speed, rng)
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-        return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`AdvectionDiffusion`."""
+    # u = g(t) φ(x), φ = Π cos(π x_i), with the cellular flow b of `exact_velocity`; the
+    # source is f = g' φ + g (∇·(b φ) - ε Δφ) plus the wall flux g (ε∇φ - b φ)·n, which is
+    # nonzero only in 1D. g = 1 + t for the space study (Crank–Nicolson is exact for it).
+    eps, t_end = 0.05, 1.0
+    if study == "space":
 
-    def solve(
-        self,
-        params: AdvectionDiffusionParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        initial = self.initial_fields(params, grid, rng)
-        u0, velocity = initial[0], initial[1:]
-        msh = grid_mesh(comm, grid)
-        b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (grid.dim,))))
-        velocity_sampler = GridSampler(b.function_space, grid)
-        velocity_sampler.from_grid(b, velocity)
-        # Internal steps: at most Courant number COURANT and at least one per grid spacing of time.
-        top_speed = float(np.sqrt(np.sum(velocity**2, axis=0)).max())
-        every = max(
-            math.ceil(grid.cells / (grid.snapshots - 1)),
-            math.ceil(top_speed * grid.dt / (COURANT * grid.h)),
-        )
-        steps = every * (grid.snapshots - 1)
-        frames = []
-        solver = run_supg_crank_nicolson(
-            b,
-            params.speed / params.peclet,
-            grid.t_end / steps,
-            steps,
-            initial=lambda u, sampler: sampler.from_grid(u, u0),
-            grid=grid,
-            stats=stats,
-            on_step=lambda n, u, sampler: (
-                frames.append(sampler.to_grid(u)) if n % every == 0 else None
-            ),
-        )
-        static = velocity_sampler.local(velocity)  # this rank's part: all of it, or its x slab
-        static = np.broadcast_to(static, (len(frames), *static.shape))
-        fields = np.concatenate([np.stack(frames), static], axis=1).astype(np.float32)
-        return fields, {  # (T, 1 + dim, X, Y, Z)
-            "element": "P1",
-            "stabilisation": "SUPG",
-            "time_scheme": "Crank–Nicolson",
-            "time_step": grid.t_end / steps,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
+        def g(t: float) -> float:
+            return 1.0 + t
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        names = self.Params.names()
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
-        eps = stencils.broadcast_param(params, names.index("speed"), u) / stencils.broadcast_param(
-            params, names.index("peclet"), u
-        )
-        u_mid = stencils.time_interior(u)
-        b = stencils.interior(stencils.time_interior(fields[:, :, 1 : 1 + grid.dim]), grid.dim)
-        grad = stencils.grad(u_mid, grid)
-        advection = sum(b[:, :, a] * grad[a] for a in range(grid.dim))
-        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
-        lap = stencils.laplacian(u_mid, grid)
-        return (u_t + advection - eps * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+        def dg(t: float) -> float:
+            return 1.0
+    else:
 
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) φ(x), φ = Π cos(π x_i), with the cellular flow b of `exact_velocity`; the
-        # source is f = g' φ + g (∇·(b φ) - ε Δφ) plus the wall flux g (ε∇φ - b φ)·n, which is
-        # nonzero only in 1D. g = 1 + t for the space study (Crank–Nicolson is exact for it).
-        eps, t_end = 0.05, 1.0
-        if study == "space":
+        def g(t: float) -> float:
+            return 1.0 + math.sin(8 * t)
 
-            def g(t: float) -> float:
-                return 1.0 + t
+        def dg(t: float) -> float:
+            return 8 * math.cos(8 * t)
 
-            def dg(t: float) -> float:
-                return 1.0
-        else:
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    n = ufl.FacetNormal(msh)
+    phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+    b_exact = exact_velocity(msh)
+    b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (dim,))))
+    b.interpolate(fem.Expression(b_exact, b.function_space.element.interpolation_points))
+    spatial = ufl.div(b_exact * phi) - eps * ufl.div(ufl.grad(phi))
+    wall_flux = ufl.dot(eps * ufl.grad(phi) - b_exact * phi, n)
 
-            def g(t: float) -> float:
-                return 1.0 + math.sin(8 * t)
-
-            def dg(t: float) -> float:
-                return 8 * math.cos(8 * t)
-
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        n = ufl.FacetNormal(msh)
-        phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-        b_exact = exact_velocity(msh)
-        b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (dim,))))
-        b.interpolate(fem.Expression(b_exact, b.function_space.element.interpolation_points))
-        spatial = ufl.div(b_exact * phi) - eps * ufl.div(ufl.grad(phi))
-        wall_flux = ufl.dot(eps * ufl.grad(phi) - b_exact * phi, n)
-
-        state = {}
-        run_supg_crank_nicolson(
-            b,
-            eps,
-            t_end / steps,
-            steps,
-            initial=lambda u, sampler: u.interpolate(
-                fem.Expression(g(0.0) * phi, u.function_space.element.interpolation_points)
-            ),
-            source=[(phi, None, dg), (spatial, wall_flux, g)],
-            on_step=lambda k, u, sampler: state.update(u=u) if k == steps else None,
-        )
-        err = fem.form((state["u"] - g(t_end) * phi) ** 2 * ufl.dx(metadata=QUADRATURE))
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+    state = {}
+    run_supg_crank_nicolson(
+        b,
+        eps,
+        t_end / steps,
+        steps,
+        initial=lambda u, sampler: u.interpolate(
+            fem.Expression(g(0.0) * phi, u.function_space.element.interpolation_points)
+        ),
+        source=[(phi, None, dg), (spatial, wall_flux, g)],
+        on_step=lambda k, u, sampler: state.update(u=u) if k == steps else None,
+    )
+    err = fem.form((state["u"] - g(t_end) * phi) ** 2 * ufl.dx(metadata=QUADRATURE))
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
 
 
 def exact_velocity(msh: Any) -> Any:
@@ -228,40 +161,6 @@ def exact_velocity(msh: Any) -> Any:
     if dim == 2:
         return ufl.as_vector([s[0] * c[1], -c[0] * s[1]])
     return ufl.as_vector([s[0] * (c[1] - c[2]), s[1] * (c[2] - c[0]), s[2] * (c[0] - c[1])])
-
-
-def wall_bounded_velocity(
-    grid: Grid, length_scale: float, speed: float, rng: np.random.Generator
-) -> np.ndarray:
-    """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
-
-    2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
-    random field of ``length_scale`` times the :func:`wall_bubble`, which vanishes on the walls, so
-    the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
-    differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
-    of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
-    speed ``speed``.
-
-    Returns:
-        float64 ``(dim, X, Y, Z)``.
-    """
-    if grid.dim == 1:
-        return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
-    bubble = wall_bubble(grid)
-
-    def d(f: np.ndarray, a: int) -> np.ndarray:
-        return np.gradient(f, grid.h, axis=a, edge_order=2)
-
-    def potential() -> np.ndarray:
-        return gaussian_random_field(grid.shape, length_scale, rng) * bubble
-
-    if grid.dim == 2:
-        psi = potential()
-        b = np.stack([d(psi, 1), -d(psi, 0)])
-    else:
-        a = [potential() for _ in range(3)]
-        b = np.stack([d(a[2], 1) - d(a[1], 2), d(a[0], 2) - d(a[2], 0), d(a[1], 0) - d(a[0], 1)])
-    return b * (speed / np.sqrt(np.mean(np.sum(b**2, axis=0))))
 
 
 def run_supg_crank_nicolson(

@@ -1,16 +1,5 @@
-r"""Allen–Cahn equation (phase separation) with zero-flux boundaries.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
-
-.. math::
-    \partial_t u = \varepsilon^2 \Delta u + u - u^3 + f \quad \text{in } \Omega \times (0, T],
-    \qquad
-    \nabla u \cdot n = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0,
-
-with :math:`f = 0` for samples and :math:`u_0` a Gaussian random field of length scale
-:math:`\ell` scaled to :math:`\max |u_0| = a \le 1`. It is the :math:`L^2` gradient flow of the
-free energy :math:`E(u) = \int_\Omega \tfrac{\varepsilon^2}{2} |\nabla u|^2 + \tfrac14 (1 - u^2)^2`;
-:math:`|u| \le 1` holds for all time.
+r"""The FEM part of :mod:`pdeladder.solvers.allen_cahn`: weak form, time stepping and manufactured
+solution.
 
 Weak form, stabilised semi-implicit Euler with step :math:`\tau` and stabilisation :math:`S = 1`
 (the double-well force explicit, diffusion and :math:`S u` implicit), lumped mass
@@ -35,130 +24,91 @@ from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.allen_cahn import AllenCahn, AllenCahnParams
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
-from pdeladder.solvers.random_fields import gaussian_random_field
 
 #: Stabilisation constant S of the semi-implicit scheme (half the Lipschitz constant of u - u³
 #: on [-1, 1]): energy stable for every step, maximum principle for steps up to 1.
 STABILISATION = 1.0
 
 
-class AllenCahnParams(Parameters):
-    epsilon: float = parameter(0.04, 0.01, 0.1, "1", "interface width ε (unit box)")
-    ic_length_scale: float = parameter(0.15, 0.03, 0.5, "1", "length scale ℓ of the initial field")
-    ic_amplitude: float = parameter(0.5, 0.05, 1.0, "1", "maximum a of |u_0|")
-
-
-class AllenCahn(Family):
-    name = "allen_cahn"
-    title = "Allen–Cahn equation"
-    equation = r"\partial_t u = \varepsilon^2 \Delta u + u - u^3"
-    dims = (1, 2, 3)
-    Params = AllenCahnParams
-    channels = (Channel("u", "order parameter"),)
-    boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
-    difficulty = "epsilon"
-    t_end = 4.0
-    expected_rate_space = 2.0
-    expected_rate_time = 1.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 8},
-        "time": {"steps": (8, 16, 32), "cells": 32},
+def solve(
+    family: AllenCahn,
+    params: AllenCahnParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`AllenCahn`."""
+    u0 = family.initial_fields(params, grid, rng)
+    msh = grid_mesh(comm, grid)
+    # Internal steps no longer than the grid spacing h (time and space refine together).
+    every = math.ceil(grid.dt / grid.h - 1e-9)
+    steps = every * (grid.snapshots - 1)
+    frames = []
+    solver = run_stabilised_euler(
+        msh,
+        params.epsilon,
+        grid.t_end / steps,
+        steps,
+        initial=lambda u, sampler: sampler.from_grid(u, u0),
+        grid=grid,
+        stats=stats,
+        on_step=lambda n, u, sampler: frames.append(sampler.to_grid(u)) if n % every == 0 else None,
+    )
+    fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
+    return fields, {
+        "element": "P1, lumped mass",
+        "time_scheme": f"stabilised semi-implicit Euler (S = {STABILISATION:g})",
+        "time_step": grid.t_end / steps,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    def initial_fields(
-        self, params: AllenCahnParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-        return (u0 * (params.ic_amplitude / np.abs(u0).max()))[None]  # (1, X, Y, Z)
 
-    def solve(
-        self,
-        params: AllenCahnParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0 = self.initial_fields(params, grid, rng)
-        msh = grid_mesh(comm, grid)
-        # Internal steps no longer than the grid spacing h (time and space refine together).
-        every = math.ceil(grid.dt / grid.h - 1e-9)
-        steps = every * (grid.snapshots - 1)
-        frames = []
-        solver = run_stabilised_euler(
-            msh,
-            params.epsilon,
-            grid.t_end / steps,
-            steps,
-            initial=lambda u, sampler: sampler.from_grid(u, u0),
-            grid=grid,
-            stats=stats,
-            on_step=lambda n, u, sampler: (
-                frames.append(sampler.to_grid(u)) if n % every == 0 else None
-            ),
-        )
-        fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
-        return fields, {
-            "element": "P1, lumped mass",
-            "time_scheme": f"stabilised semi-implicit Euler (S = {STABILISATION:g})",
-            "time_step": grid.t_end / steps,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`AllenCahn`."""
+    # u = g(t) φ(x), φ = ½ Π cos(π x_i) (zero normal flux), f = u_t - ε²Δu - u + u³ from UFL.
+    # The space study takes g = 1: the discrete steady state does not depend on the time
+    # step, so only the spatial error remains; the time study takes g = 1 + ½ sin(2t), over
+    # [0, 1].
+    eps, t_end = 0.1, 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    t = fem.Constant(msh, 0.0)
+    tv = ufl.variable(t)
+    phi = 0.5 * math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+    exact = phi if study == "space" else (1 + 0.5 * ufl.sin(2 * tv)) * phi
+    source = ufl.diff(exact, tv) - eps**2 * ufl.div(ufl.grad(exact)) - exact + exact**3
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
-        eps = stencils.broadcast_param(params, self.Params.names().index("epsilon"), u)
-        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
-        u_mid = stencils.time_interior(u)
-        lap = stencils.laplacian(u_mid, grid)
-        u_in = stencils.interior(u_mid, grid.dim)
-        return (u_t - eps**2 * lap - u_in + u_in**3).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
-
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) φ(x), φ = ½ Π cos(π x_i) (zero normal flux), f = u_t - ε²Δu - u + u³ from UFL.
-        # The space study takes g = 1: the discrete steady state does not depend on the time
-        # step, so only the spatial error remains; the time study takes g = 1 + ½ sin(2t), over
-        # [0, 1].
-        eps, t_end = 0.1, 1.0
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        t = fem.Constant(msh, 0.0)
-        tv = ufl.variable(t)
-        phi = 0.5 * math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-        exact = phi if study == "space" else (1 + 0.5 * ufl.sin(2 * tv)) * phi
-        source = ufl.diff(exact, tv) - eps**2 * ufl.div(ufl.grad(exact)) - exact + exact**3
-
-        state = {}
-        run_stabilised_euler(
-            msh,
-            eps,
-            t_end / steps,
-            steps,
-            initial=lambda u, sampler: u.interpolate(
-                fem.Expression(exact, u.function_space.element.interpolation_points)
-            ),
-            source=(source, t),
-            on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-        )
-        t.value = t_end
-        err = fem.form((state["u"] - exact) ** 2 * ufl.dx(metadata={"quadrature_degree": 4}))
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+    state = {}
+    run_stabilised_euler(
+        msh,
+        eps,
+        t_end / steps,
+        steps,
+        initial=lambda u, sampler: u.interpolate(
+            fem.Expression(exact, u.function_space.element.interpolation_points)
+        ),
+        source=(source, t),
+        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
+    )
+    t.value = t_end
+    err = fem.form((state["u"] - exact) ** 2 * ufl.dx(metadata={"quadrature_degree": 4}))
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
 
 
 def run_stabilised_euler(

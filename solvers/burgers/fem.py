@@ -1,15 +1,5 @@
-r"""Vector viscous Burgers equation with no-slip walls.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`, for a velocity
-:math:`u` with :math:`d` components:
-
-.. math::
-    \partial_t u + (u \cdot \nabla) u - \nu \Delta u = f \quad \text{in } \Omega \times (0, T],
-    \qquad u = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0,
-
-with :math:`f = 0` for samples and :math:`u_0 = U\, g\, b`, each component of :math:`g` a Gaussian
-random field of length scale :math:`\ell` and :math:`b = \prod_i 4 x_i (1 - x_i)` a wall bubble.
-Viscous Burgers obeys a maximum principle, :math:`\max |u(t)| \le \max |u_0|`.
+r"""The FEM part of :mod:`pdeladder.solvers.burgers`: weak form, time stepping and manufactured
+solution.
 
 Weak form, semi-implicit BDF2, step :math:`\tau`: the advecting velocity is extrapolated,
 :math:`w = 2u^n - u^{n-1}`, so each step is one linear solve: find :math:`u^{n+1} \in V_h`
@@ -33,18 +23,17 @@ from mpi4py import MPI
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector, create_matrix, create_vector, set_bc
 from petsc4py import PETSc
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.burgers import Burgers, BurgersParams
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
@@ -54,163 +43,102 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 
-class BurgersParams(Parameters):
-    viscosity: float = parameter(
-        0.05, 0.004, 0.2, "1", "kinematic viscosity ν (unit box, unit time)"
+def solve(
+    family: Burgers,
+    params: BurgersParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`Burgers`."""
+    u0 = family.initial_fields(params, grid, rng)
+    speed = float(np.sqrt(np.sum(u0**2, axis=0)).max())
+    # At least one step per grid spacing of time (as heat) and an advective CFL number <= 1.
+    tau_max = grid.h * min(grid.t_end, 1.0 / speed) if speed > 0 else grid.h * grid.t_end
+    every = max(1, math.ceil(grid.dt / tau_max))
+    steps = every * (grid.snapshots - 1)
+    frames = []
+
+    def keep(n: int, u: fem.Function, sampler: GridSampler | None) -> None:
+        if n % every:
+            return
+        frame = sampler.to_grid(u)
+        # The maximum principle bounds |u| by max |u0|: growth beyond it is an instability.
+        if not sampler.max(np.max(np.sqrt(np.sum(frame**2, axis=0)))) <= 2 * speed + 1e-12:
+            raise SolveError(f"blow-up at t = {n * grid.t_end / steps:.3g}: |u| > 2 max|u0|")
+        frames.append(frame)
+
+    msh = grid_mesh(comm, grid)
+    solver = run_semi_implicit_bdf2(
+        msh,
+        params.viscosity,
+        grid.t_end / steps,
+        steps,
+        initial=lambda u, sampler: sampler.from_grid(u, u0),
+        on_step=keep,
+        grid=grid,
+        stats=stats,
     )
-    ic_amplitude: float = parameter(
-        1.0, 0.1, 2.0, "1", "velocity scale U: pointwise std of each component before the bubble"
-    )
-    ic_length_scale: float = parameter(0.2, 0.05, 0.5, "1", "length scale ℓ of the initial field")
-
-
-class Burgers(Family):
-    name = "burgers"
-    title = "Viscous Burgers equation"
-    equation = r"\partial_t u + (u \cdot \nabla) u = \nu \Delta u"
-    dims = (1, 2, 3)
-    Params = BurgersParams
-    channels = (
-        Channel("u", "x velocity"),
-        Channel("v", "y velocity"),
-        Channel("w", "z velocity"),
-    )
-    boundary_conditions = "no-slip walls (homogeneous Dirichlet) on all walls"
-    difficulty = "viscosity"
-    t_end = 1.0
-    expected_rate_space = 2.0
-    expected_rate_time = 2.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 8},
-        "space_3d": {"cells": (4, 8, 16), "steps": 8},
-        "time": {"steps": (8, 16, 32), "cells": 8},
+    fields = np.stack(frames).astype(np.float32)  # (T, dim, X, Y, Z)
+    return fields, {
+        "element": "vector P1",
+        "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity), BDF1 start",
+        "time_step": grid.t_end / steps,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    @classmethod
-    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
-        return cls.channels[:dim]
 
-    def initial_fields(
-        self, params: BurgersParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        amplitude = params.ic_amplitude * wall_bubble(grid)
-        return np.stack(
-            [
-                amplitude * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-                for _ in range(grid.dim)
-            ]
-        )  # (dim, X, Y, Z)
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`Burgers`."""
+    # u = g(t) φ(x), φ_i = Π_j sin(π (1 + δ_ij) x_j) (zero on the walls, a different shape per
+    # component), with the load (∂_t u + (u·∇)u, v) + ν (∇u, ∇v), i.e. (f, v) for
+    # f = ∂_t u + (u·∇)u − νΔu. Space study: g = 1 (steady, so the time scheme is exact).
+    # Time study: g = cos(2t) and φ replaced by its P1 interpolant, which makes g φ_h the
+    # exact solution of the semi-discrete problem: the error is the time error alone.
+    nu, t_end = 0.1, 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    t = fem.Constant(msh, 0.0)
+    phi = ufl.as_vector(
+        [math.prod(ufl.sin(ufl.pi * (1 + (i == j)) * x[j]) for j in range(dim)) for i in range(dim)]
+    )
+    if study == "space":
+        g, dg = 1.0, 0.0
+    else:
+        V = fem.functionspace(msh, ("Lagrange", 1, (dim,)))
+        phi_h = fem.Function(V)
+        phi_h.interpolate(fem.Expression(phi, V.element.interpolation_points))
+        phi, g, dg = phi_h, ufl.cos(2 * t), -2 * ufl.sin(2 * t)
+    exact = g * phi
 
-    def solve(
-        self,
-        params: BurgersParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0 = self.initial_fields(params, grid, rng)
-        speed = float(np.sqrt(np.sum(u0**2, axis=0)).max())
-        # At least one step per grid spacing of time (as heat) and an advective CFL number <= 1.
-        tau_max = grid.h * min(grid.t_end, 1.0 / speed) if speed > 0 else grid.h * grid.t_end
-        every = max(1, math.ceil(grid.dt / tau_max))
-        steps = every * (grid.snapshots - 1)
-        frames = []
-
-        def keep(n: int, u: fem.Function, sampler: GridSampler | None) -> None:
-            if n % every:
-                return
-            frame = sampler.to_grid(u)
-            # The maximum principle bounds |u| by max |u0|: growth beyond it is an instability.
-            if not sampler.max(np.max(np.sqrt(np.sum(frame**2, axis=0)))) <= 2 * speed + 1e-12:
-                raise SolveError(f"blow-up at t = {n * grid.t_end / steps:.3g}: |u| > 2 max|u0|")
-            frames.append(frame)
-
-        msh = grid_mesh(comm, grid)
-        solver = run_semi_implicit_bdf2(
-            msh,
-            params.viscosity,
-            grid.t_end / steps,
-            steps,
-            initial=lambda u, sampler: sampler.from_grid(u, u0),
-            on_step=keep,
-            grid=grid,
-            stats=stats,
+    def load(v: ufl.Argument) -> ufl.Form:
+        dx = ufl.dx(metadata={"quadrature_degree": 4})  # UFL's sin/cos estimate is far higher
+        return (
+            ufl.inner(dg * phi + ufl.grad(exact) * exact, v) * dx
+            + nu * ufl.inner(ufl.grad(exact), ufl.grad(v)) * dx
         )
-        fields = np.stack(frames).astype(np.float32)  # (T, dim, X, Y, Z)
-        return fields, {
-            "element": "vector P1",
-            "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity), BDF1 start",
-            "time_step": grid.t_end / steps,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, : grid.dim]  # (B, T, dim, X, Y, Z)
-        nu = stencils.broadcast_param(params, self.Params.names().index("viscosity"), u[:, :, 0])
-        mid = stencils.time_interior(u)  # (B, T-2, dim, X, Y, Z)
-        velocity = [stencils.interior(mid[:, :, j], grid.dim) for j in range(grid.dim)]
-        rows = []
-        for i in range(grid.dim):
-            u_t = stencils.interior(stencils.time_derivative(u[:, :, i], grid), grid.dim)
-            grad = stencils.grad(mid[:, :, i], grid)
-            advection = sum(velocity[j] * grad[j] for j in range(grid.dim))
-            rows.append(u_t + advection - nu * stencils.laplacian(mid[:, :, i], grid))
-        return torch.stack(rows, dim=2)  # (B, T-2, dim, X', Y', Z')
-
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) φ(x), φ_i = Π_j sin(π (1 + δ_ij) x_j) (zero on the walls, a different shape per
-        # component), with the load (∂_t u + (u·∇)u, v) + ν (∇u, ∇v), i.e. (f, v) for
-        # f = ∂_t u + (u·∇)u − νΔu. Space study: g = 1 (steady, so the time scheme is exact).
-        # Time study: g = cos(2t) and φ replaced by its P1 interpolant, which makes g φ_h the
-        # exact solution of the semi-discrete problem: the error is the time error alone.
-        nu, t_end = 0.1, 1.0
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        t = fem.Constant(msh, 0.0)
-        phi = ufl.as_vector(
-            [
-                math.prod(ufl.sin(ufl.pi * (1 + (i == j)) * x[j]) for j in range(dim))
-                for i in range(dim)
-            ]
-        )
-        if study == "space":
-            g, dg = 1.0, 0.0
-        else:
-            V = fem.functionspace(msh, ("Lagrange", 1, (dim,)))
-            phi_h = fem.Function(V)
-            phi_h.interpolate(fem.Expression(phi, V.element.interpolation_points))
-            phi, g, dg = phi_h, ufl.cos(2 * t), -2 * ufl.sin(2 * t)
-        exact = g * phi
-
-        def load(v: ufl.Argument) -> ufl.Form:
-            dx = ufl.dx(metadata={"quadrature_degree": 4})  # UFL's sin/cos estimate is far higher
-            return (
-                ufl.inner(dg * phi + ufl.grad(exact) * exact, v) * dx
-                + nu * ufl.inner(ufl.grad(exact), ufl.grad(v)) * dx
-            )
-
-        state = {}
-        run_semi_implicit_bdf2(
-            msh,
-            nu,
-            t_end / steps,
-            steps,
-            initial=lambda u, sampler: u.interpolate(
-                fem.Expression(exact, u.function_space.element.interpolation_points)
-            ),
-            source=(load, t),
-            on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-        )
-        e = state["u"] - exact  # t holds t_end after the last step
-        dx = ufl.dx(metadata={"quadrature_degree": 6})
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(fem.form(ufl.inner(e, e) * dx))))
+    state = {}
+    run_semi_implicit_bdf2(
+        msh,
+        nu,
+        t_end / steps,
+        steps,
+        initial=lambda u, sampler: u.interpolate(
+            fem.Expression(exact, u.function_space.element.interpolation_points)
+        ),
+        source=(load, t),
+        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
+    )
+    e = state["u"] - exact  # t holds t_end after the last step
+    dx = ufl.dx(metadata={"quadrature_degree": 6})
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(fem.form(ufl.inner(e, e) * dx))))
 
 
 def run_semi_implicit_bdf2(

@@ -1,16 +1,5 @@
-r"""Gray–Scott reaction–diffusion (two species) with zero-flux boundaries.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
-
-.. math::
-    \partial_t u = D_u \Delta u - u v^2 + F (1 - u) + f_u, \qquad
-    \partial_t v = D_v \Delta v + u v^2 - (F + k) v + f_v \quad \text{in } \Omega \times (0, T],
-
-with :math:`\nabla u \cdot n = \nabla v \cdot n = 0` on :math:`\partial\Omega`, and
-:math:`f_u = f_v = 0` for samples. The initial state is the trivial steady state :math:`u = 1`,
-:math:`v = 0` perturbed in a few seeded Gaussian spots (:math:`u \to 1 - g/2`,
-:math:`v \to g/4`, :math:`0 \le g \le 1`, radii drawn per spot); for :math:`(F, k)` in
-the pattern-forming range these spots split, spread and settle into spots or stripes.
+r"""The FEM part of :mod:`pdeladder.solvers.gray_scott`: weak form, time stepping and manufactured
+solution.
 
 Weak form, IMEX Euler with step :math:`\tau` (diffusion implicit, reaction explicit), lumped
 mass :math:`(\cdot,\cdot)_L` (vertex quadrature): find :math:`u^{n+1}, v^{n+1} \in V_h` (P1) with
@@ -34,17 +23,16 @@ from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
+from pdeladder.solvers.gray_scott import GrayScott, GrayScottParams
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
 
@@ -52,176 +40,85 @@ from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
 TAU_MAX = 0.5
 
 
-class GrayScottParams(Parameters):
-    feed: float = parameter(0.04, 0.025, 0.05, "1", "feed rate F (per unit time)")
-    kill: float = parameter(0.06, 0.05, 0.062, "1", "kill rate k (per unit time)")
-    diffusivity_u: float = parameter(1e-4, 4e-5, 4e-4, "1", "diffusivity D_u of u (unit box)")
-    diffusivity_v: float = parameter(5e-5, 2e-5, 2e-4, "1", "diffusivity D_v of v (unit box)")
-    perturbation_size: float = parameter(
-        0.06, 0.02, 0.2, "1", "standard deviation (radius) of each initial spot"
+def solve(
+    family: GrayScott,
+    params: GrayScottParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`GrayScott`."""
+    u0, v0 = family.initial_fields(params, grid, rng)
+    msh = grid_mesh(comm, grid)
+    # Internal steps at most TAU_MAX and at most one grid spacing of time (t_end * h).
+    every = max(math.ceil(grid.dt / TAU_MAX - 1e-9), math.ceil(grid.cells / (grid.snapshots - 1)))
+    steps = every * (grid.snapshots - 1)
+    frames = []
+    solver = run_imex_euler(
+        msh,
+        (params.diffusivity_u, params.diffusivity_v, params.feed, params.kill),
+        grid.t_end / steps,
+        steps,
+        initial=lambda u, v, sampler: (sampler.from_grid(u, u0), sampler.from_grid(v, v0)),
+        grid=grid,
+        stats=stats,
+        on_step=lambda n, u, v, sampler: (
+            frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
+            if n % every == 0
+            else None
+        ),
     )
-    perturbation_count: float = parameter(
-        4.0, 1.0, 12.0, "1", "number of initial spots (rounded to an integer)"
-    )
-
-
-class GrayScott(Family):
-    name = "gray_scott"
-    title = "Gray–Scott reaction–diffusion"
-    equation = (
-        r"\partial_t u = D_u \Delta u - u v^2 + F (1 - u), \quad "
-        r"\partial_t v = D_v \Delta v + u v^2 - (F + k) v"
-    )
-    dims = (1, 2, 3)
-    Params = GrayScottParams
-    channels = (Channel("u", "substrate concentration"), Channel("v", "activator concentration"))
-    boundary_conditions = "zero flux (homogeneous Neumann) for both species on all walls"
-    difficulty = "kill"
-    t_end = 400.0
-    expected_rate_space = 2.0
-    expected_rate_time = 1.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 8},
-        "time": {"steps": (8, 16, 32), "cells": 32},
+    fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
+    return fields, {
+        "element": "P1, lumped mass",
+        "time_scheme": "IMEX Euler (diffusion implicit, reaction explicit)",
+        "time_step": grid.t_end / steps,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    def initial_fields(
-        self, params: GrayScottParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        size, count = params.perturbation_size, round(params.perturbation_count)
-        return np.stack(seeded_spots(grid, size, count, rng))  # (2, X, Y, Z)
 
-    def solve(
-        self,
-        params: GrayScottParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0, v0 = self.initial_fields(params, grid, rng)
-        msh = grid_mesh(comm, grid)
-        # Internal steps at most TAU_MAX and at most one grid spacing of time (t_end * h).
-        every = max(
-            math.ceil(grid.dt / TAU_MAX - 1e-9), math.ceil(grid.cells / (grid.snapshots - 1))
-        )
-        steps = every * (grid.snapshots - 1)
-        frames = []
-        solver = run_imex_euler(
-            msh,
-            (params.diffusivity_u, params.diffusivity_v, params.feed, params.kill),
-            grid.t_end / steps,
-            steps,
-            initial=lambda u, v, sampler: (sampler.from_grid(u, u0), sampler.from_grid(v, v0)),
-            grid=grid,
-            stats=stats,
-            on_step=lambda n, u, v, sampler: (
-                frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
-                if n % every == 0
-                else None
-            ),
-        )
-        fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
-        return fields, {
-            "element": "P1, lumped mass",
-            "time_scheme": "IMEX Euler (diffusion implicit, reaction explicit)",
-            "time_step": grid.t_end / steps,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`GrayScott`."""
+    # u = 1 - g(t) (1 + φ) / 4, v = g(t) (1 - φ) / 4, φ = Π cos(π x_i) (zero normal flux), with
+    # sources from UFL, over [0, 1] (the reaction u v² has a unit rate, so the study cannot be
+    # stretched to the samples' t_end at the same number of steps). The space study takes
+    # g = 1: the discrete steady state does not depend on the time step, so only the spatial
+    # error remains; the time study g = 1 + ½ sin(2t). Default rates; diffusivities large
+    # enough to matter on the scale of φ.
+    feed, kill, d_u, d_v, t_end = 0.04, 0.06, 0.04, 0.02, 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    t = fem.Constant(msh, 0.0)
+    tv = ufl.variable(t)
+    phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+    g = 1.0 if study == "space" else 1 + 0.5 * ufl.sin(2 * tv)
+    u_ex, v_ex = 1 - g * (1 + phi) / 4, g * (1 - phi) / 4
+    f_u = ufl.diff(u_ex, tv) - d_u * ufl.div(ufl.grad(u_ex)) + u_ex * v_ex**2 - feed * (1 - u_ex)
+    f_v = ufl.diff(v_ex, tv) - d_v * ufl.div(ufl.grad(v_ex)) - u_ex * v_ex**2 + (feed + kill) * v_ex
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        names = self.Params.names()
-        u, v = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z) each
+    def initial(u: fem.Function, v: fem.Function, sampler: Any) -> None:
+        points = u.function_space.element.interpolation_points
+        u.interpolate(fem.Expression(u_ex, points))
+        v.interpolate(fem.Expression(v_ex, points))
 
-        def p(name: str) -> torch.Tensor:
-            return stencils.broadcast_param(params, names.index(name), u)
-
-        def at_points(f: torch.Tensor) -> torch.Tensor:
-            return stencils.interior(stencils.time_interior(f), grid.dim)
-
-        ui, vi = at_points(u), at_points(v)
-        reaction = ui * vi**2
-        r_u = (
-            stencils.interior(stencils.time_derivative(u, grid), grid.dim)
-            - p("diffusivity_u") * stencils.laplacian(stencils.time_interior(u), grid)
-            + reaction
-            - p("feed") * (1 - ui)
-        )
-        r_v = (
-            stencils.interior(stencils.time_derivative(v, grid), grid.dim)
-            - p("diffusivity_v") * stencils.laplacian(stencils.time_interior(v), grid)
-            - reaction
-            + (p("feed") + p("kill")) * vi
-        )
-        return torch.stack([r_u, r_v], dim=2)  # (B, T-2, 2, X', Y', Z')
-
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = 1 - g(t) (1 + φ) / 4, v = g(t) (1 - φ) / 4, φ = Π cos(π x_i) (zero normal flux), with
-        # sources from UFL, over [0, 1] (the reaction u v² has a unit rate, so the study cannot be
-        # stretched to the samples' t_end at the same number of steps). The space study takes
-        # g = 1: the discrete steady state does not depend on the time step, so only the spatial
-        # error remains; the time study g = 1 + ½ sin(2t). Default rates; diffusivities large
-        # enough to matter on the scale of φ.
-        feed, kill, d_u, d_v, t_end = 0.04, 0.06, 0.04, 0.02, 1.0
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        t = fem.Constant(msh, 0.0)
-        tv = ufl.variable(t)
-        phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-        g = 1.0 if study == "space" else 1 + 0.5 * ufl.sin(2 * tv)
-        u_ex, v_ex = 1 - g * (1 + phi) / 4, g * (1 - phi) / 4
-        f_u = (
-            ufl.diff(u_ex, tv) - d_u * ufl.div(ufl.grad(u_ex)) + u_ex * v_ex**2 - feed * (1 - u_ex)
-        )
-        f_v = (
-            ufl.diff(v_ex, tv)
-            - d_v * ufl.div(ufl.grad(v_ex))
-            - u_ex * v_ex**2
-            + (feed + kill) * v_ex
-        )
-
-        def initial(u: fem.Function, v: fem.Function, sampler: Any) -> None:
-            points = u.function_space.element.interpolation_points
-            u.interpolate(fem.Expression(u_ex, points))
-            v.interpolate(fem.Expression(v_ex, points))
-
-        state = {}
-        run_imex_euler(
-            msh,
-            (d_u, d_v, feed, kill),
-            t_end / steps,
-            steps,
-            initial=initial,
-            source=(f_u, f_v, t),
-            on_step=lambda n, u, v, sampler: state.update(u=u, v=v) if n == steps else None,
-        )
-        t.value = t_end
-        quadrature = ufl.dx(metadata={"quadrature_degree": 4})
-        err = fem.form(((state["u"] - u_ex) ** 2 + (state["v"] - v_ex) ** 2) * quadrature)
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-def seeded_spots(
-    grid: Grid, size: float, count: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """The initial state: ``u = 1, v = 0`` perturbed in ``count`` Gaussian spots centred in the
-    middle 60 % of the box, each with a standard deviation within 30 % of ``size``: with ``g`` the
-    largest spot profile at a point (peak 1), ``u = 1 - g / 2`` and ``v = g / 4``.
-
-    Returns:
-        ``(u0, v0)``, float64 ``(X, Y, Z)`` each, with values in ``[0, 1]``.
-    """
-    x = grid.mesh_grid()[: grid.dim]  # (dim, X, Y, Z)
-    spots = np.zeros(grid.shape)
-    for _ in range(count):
-        centre = rng.uniform(0.2, 0.8, size=grid.dim)
-        radius = size * rng.uniform(0.7, 1.3)
-        r2 = sum((x[a] - centre[a]) ** 2 for a in range(grid.dim))
-        spots = np.maximum(spots, np.exp(-0.5 * r2 / radius**2))
-    return 1.0 - 0.5 * spots, 0.25 * spots
+    state = {}
+    run_imex_euler(
+        msh,
+        (d_u, d_v, feed, kill),
+        t_end / steps,
+        steps,
+        initial=initial,
+        source=(f_u, f_v, t),
+        on_step=lambda n, u, v, sampler: state.update(u=u, v=v) if n == steps else None,
+    )
+    t.value = t_end
+    quadrature = ufl.dx(metadata={"quadrature_degree": 4})
+    err = fem.form(((state["u"] - u_ex) ** 2 + (state["v"] - v_ex) ** 2) * quadrature)
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
 
 
 def run_imex_euler(

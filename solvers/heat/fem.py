@@ -1,13 +1,5 @@
-r"""Heat equation (linear diffusion) with zero-flux boundaries.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
-
-.. math::
-    \partial_t u - \kappa \Delta u = f \quad \text{in } \Omega \times (0, T], \qquad
-    \kappa \nabla u \cdot n = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0,
-
-with :math:`f = 0` for samples and :math:`u_0` a Gaussian random field of length scale
-:math:`\ell`. The mean of :math:`u` is conserved.
+r"""The FEM part of the heat equation (:mod:`pdeladder.solvers.heat`): weak form, time stepping
+and manufactured solution.
 
 Weak form with implicit Euler, step :math:`\tau`: find :math:`u^{n+1} \in V_h` (P1) such that
 
@@ -24,17 +16,15 @@ from mpi4py import MPI
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector
 from petsc4py import PETSc
 
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     box_mesh,
@@ -44,120 +34,88 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field
+from pdeladder.solvers.heat import Heat, HeatParams
 
 
-class HeatParams(Parameters):
-    diffusivity: float = parameter(0.02, 1e-3, 0.1, "1", "diffusivity κ (unit box, unit time)")
-    ic_length_scale: float = parameter(0.15, 0.03, 0.5, "1", "length scale ℓ of the initial field")
-
-
-class Heat(Family):
-    name = "heat"
-    title = "Heat equation"
-    equation = r"\partial_t u = \kappa \Delta u"
-    dims = (1, 2, 3)
-    Params = HeatParams
-    channels = (Channel("u", "temperature"),)
-    boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
-    difficulty = "ic_length_scale"
-    t_end = 1.0
-    expected_rate_space = 2.0
-    expected_rate_time = 1.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 4},
-        "time": {"steps": (8, 16, 32), "cells": 48},
+def solve(
+    family: Heat,
+    params: HeatParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`Heat`: implicit Euler steps, about one per grid spacing
+    of time, sampled every few steps."""
+    u0 = family.initial_fields(params, grid, rng)
+    msh = grid_mesh(comm, grid)
+    # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
+    every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+    steps = every * (grid.snapshots - 1)
+    frames = []
+    solver = run_implicit_euler(
+        msh,
+        params.diffusivity,
+        grid.t_end / steps,
+        steps,
+        initial=lambda u, sampler: sampler.from_grid(u, u0),
+        grid=grid,
+        stats=stats,
+        on_step=lambda n, u, sampler: frames.append(sampler.to_grid(u)) if n % every == 0 else None,
+    )
+    fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
+    return fields, {
+        "element": "P1",
+        "time_scheme": "implicit Euler",
+        "time_step": grid.t_end / steps,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    def initial_fields(
-        self, params: HeatParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        return gaussian_random_field(grid.shape, params.ic_length_scale, rng)[None]  # (1, X, Y, Z)
 
-    def solve(
-        self,
-        params: HeatParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0 = self.initial_fields(params, grid, rng)
-        msh = grid_mesh(comm, grid)
-        # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
-        every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
-        steps = every * (grid.snapshots - 1)
-        frames = []
-        solver = run_implicit_euler(
-            msh,
-            params.diffusivity,
-            grid.t_end / steps,
-            steps,
-            initial=lambda u, sampler: sampler.from_grid(u, u0),
-            grid=grid,
-            stats=stats,
-            on_step=lambda n, u, sampler: (
-                frames.append(sampler.to_grid(u)) if n % every == 0 else None
-            ),
-        )
-        fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
-        return fields, {
-            "element": "P1",
-            "time_scheme": "implicit Euler",
-            "time_step": grid.t_end / steps,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`Heat`."""
+    # u = g(t) φ(x), φ = Π cos(π x_i) (zero normal flux), f = (g' + κ d π² g) φ, with
+    # g = 1 + t for the space study (implicit Euler is exact in time) and 1 + sin(2t) otherwise.
+    kappa, t_end = 0.05, 1.0
+    if study == "space":
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
-        kappa = stencils.broadcast_param(params, self.Params.names().index("diffusivity"), u)
-        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
-        lap = stencils.laplacian(stencils.time_interior(u), grid)
-        return (u_t - kappa * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+        def g(t: float) -> float:
+            return 1.0 + t
 
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) φ(x), φ = Π cos(π x_i) (zero normal flux), f = (g' + κ d π² g) φ, with
-        # g = 1 + t for the space study (implicit Euler is exact in time) and 1 + sin(2t) otherwise.
-        kappa, t_end = 0.05, 1.0
-        if study == "space":
+        def dg(t: float) -> float:
+            return 1.0
+    else:
 
-            def g(t: float) -> float:
-                return 1.0 + t
+        def g(t: float) -> float:
+            return 1.0 + math.sin(2 * t)
 
-            def dg(t: float) -> float:
-                return 1.0
-        else:
+        def dg(t: float) -> float:
+            return 2 * math.cos(2 * t)
 
-            def g(t: float) -> float:
-                return 1.0 + math.sin(2 * t)
+    def source(t: float) -> float:
+        return dg(t) + kappa * dim * math.pi**2 * g(t)
 
-            def dg(t: float) -> float:
-                return 2 * math.cos(2 * t)
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
 
-        def source(t: float) -> float:
-            return dg(t) + kappa * dim * math.pi**2 * g(t)
-
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-
-        state = {}
-        run_implicit_euler(
-            msh,
-            kappa,
-            t_end / steps,
-            steps,
-            initial=lambda u, sampler: u.interpolate(
-                fem.Expression(g(0.0) * phi, u.function_space.element.interpolation_points)
-            ),
-            source=(phi, source),
-            on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-        )
-        err = fem.form((state["u"] - g(t_end) * phi) ** 2 * ufl.dx)
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+    state = {}
+    run_implicit_euler(
+        msh,
+        kappa,
+        t_end / steps,
+        steps,
+        initial=lambda u, sampler: u.interpolate(
+            fem.Expression(g(0.0) * phi, u.function_space.element.interpolation_points)
+        ),
+        source=(phi, source),
+        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
+    )
+    err = fem.form((state["u"] - g(t_end) * phi) ** 2 * ufl.dx)
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
 
 
 def run_implicit_euler(

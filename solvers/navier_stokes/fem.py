@@ -1,15 +1,5 @@
-r"""Incompressible Navier–Stokes: decaying random vortices in a closed box with no-slip walls.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 2, 3`:
-
-.. math::
-    \partial_t u + (u \cdot \nabla) u - \nu \Delta u + \nabla p = f, \qquad \nabla \cdot u = 0
-    \quad \text{in } \Omega \times (0, T], \qquad u = 0 \text{ on } \partial\Omega,
-
-with :math:`f = 0` and :math:`\nu = 1 / Re` for samples (unit root-mean-square initial speed,
-unit box). The initial velocity is the curl of a random stream function (2D) or vector potential
-(3D) :math:`\psi = \xi\, w^2`, :math:`\xi` a Gaussian random field of length scale :math:`\ell`
-and :math:`w = \prod_i 4 x_i (1 - x_i)`, so it is divergence-free and vanishes on the walls.
+r"""The FEM part of :mod:`pdeladder.solvers.navier_stokes`: weak form, time stepping and manufactured
+solution.
 
 Weak form, Taylor–Hood P2–P1, semi-implicit BDF2 with step :math:`\tau`: find
 :math:`(u^{n+1}, p^{n+1})` with :math:`u^{n+1} = 0` on the walls such that for all
@@ -38,11 +28,10 @@ from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
 import math
 import time
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import basix.ufl
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem, la
 from dolfinx.fem.petsc import (
@@ -56,8 +45,7 @@ from dolfinx.fem.petsc import (
 from petsc4py import PETSc
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
@@ -68,176 +56,118 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.navier_stokes import NavierStokes, NavierStokesParams
 from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 
 
-class NavierStokesParams(Parameters):
-    reynolds: float = parameter(
-        100.0, 10.0, 1000.0, "1", "Reynolds number Re = U L / ν (U = 1 initial rms speed, L = 1)"
-    )
-    length_scale: float = parameter(
-        0.2, 0.05, 0.5, "1", "correlation length ℓ of the initial stream function"
-    )
+def initial_fields(
+    family: NavierStokes, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
+) -> np.ndarray:
+    """:meth:`Family.initial_fields` of :class:`NavierStokes`."""
+    flow, _ = start(params, grid, rng, MPI.COMM_SELF)
+    try:
+        return flow.sample(GridSampler(flow.V, grid), GridSampler(flow.Q, grid))
+    finally:
+        flow.close()
 
 
-class NavierStokes(Family):
-    name = "navier_stokes"
-    title = "Incompressible Navier–Stokes (decaying vortices in a box)"
-    equation = (
-        r"\partial_t u + (u \cdot \nabla) u - \nu \Delta u + \nabla p = 0, \ \nabla \cdot u = 0"
-    )
-    dims = (2, 3)
-    Params = NavierStokesParams
-    channels = (
-        Channel("u", "velocity x"),
-        Channel("v", "velocity y"),
-        Channel("w", "velocity z"),
-        Channel("p", "kinematic pressure (zero mean)"),
-    )
-    boundary_conditions = "no-slip (u = 0) on all walls; pressure with zero mean"
-    difficulty = "reynolds"
-    t_end = 1.0
-    expected_rate_space = 3.0  # P2 velocity, L2
-    expected_rate_time = 2.0  # BDF2
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        # Coarse enough for 3D (12 cells: ~49k dofs); P2 reaches its order early.
-        "space": {"cells": (3, 6, 12), "steps": 4},
-        "time": {"steps": (8, 16, 32), "cells": 4},
+def start(
+    params: NavierStokesParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats | None = None,
+) -> tuple["TaylorHoodFlow", int]:
+    """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
+    initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
+    (about one per grid spacing of time, ``tau ~ h * t_end``), which set its time step."""
+    potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
+    every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+    steps = every * (grid.snapshots - 1)
+    flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)
+    try:
+        flow.start_from_potential(potential, fine, stats)
+    except BaseException:
+        flow.close()
+        raise
+    return flow, every
+
+
+def solve(
+    family: NavierStokes,
+    params: NavierStokesParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`NavierStokes`."""
+    flow, every = start(params, grid, rng, comm, stats)
+    steps = every * (grid.snapshots - 1)
+    try:
+        samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
+        frames = [flow.sample(*samplers)]
+        for n in range(1, steps + 1):
+            flow.step(n * flow.tau, stats)
+            if n % every == 0:
+                frames.append(flow.sample(*samplers))
+                if not samplers[0].on_all_ranks(bool(np.all(np.isfinite(frames[-1])))):
+                    raise SolveError(f"non-finite velocity at step {n} of {steps}")
+    finally:
+        flow.close()
+    stats.dofs = flow.dofs
+    stats.steps = steps
+    return np.stack(frames).astype(np.float32), {
+        "element": "Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
+        "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
+        "time_step": flow.tau,
+        "mesh": f"{flow.msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": f"{flow.solver} (MUMPS), refactorized each step",
+        "initial_condition": "divergence-free L2 projection of curl(ξ w²)",
     }
 
-    @classmethod
-    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
-        return (*cls.channels[:dim], cls.channels[-1])
 
-    def initial_fields(
-        self, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        flow, _ = self.start(params, grid, rng, MPI.COMM_SELF)
-        try:
-            return flow.sample(GridSampler(flow.V, grid), GridSampler(flow.Q, grid))
-        finally:
-            flow.close()
-
-    def start(
-        self,
-        params: NavierStokesParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats | None = None,
-    ) -> tuple["TaylorHoodFlow", int]:
-        """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
-        initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
-        (about one per grid spacing of time, ``tau ~ h * t_end``), which set its time step."""
-        potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
-        every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
-        steps = every * (grid.snapshots - 1)
-        flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)
-        try:
-            flow.start_from_potential(potential, fine, stats)
-        except BaseException:
-            flow.close()
-            raise
-        return flow, every
-
-    def solve(
-        self,
-        params: NavierStokesParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        flow, every = self.start(params, grid, rng, comm, stats)
-        steps = every * (grid.snapshots - 1)
-        try:
-            samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
-            frames = [flow.sample(*samplers)]
-            for n in range(1, steps + 1):
-                flow.step(n * flow.tau, stats)
-                if n % every == 0:
-                    frames.append(flow.sample(*samplers))
-                    if not samplers[0].on_all_ranks(bool(np.all(np.isfinite(frames[-1])))):
-                        raise SolveError(f"non-finite velocity at step {n} of {steps}")
-        finally:
-            flow.close()
-        stats.dofs = flow.dofs
-        stats.steps = steps
-        return np.stack(frames).astype(np.float32), {
-            "element": "Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
-            "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
-            "time_step": flow.tau,
-            "mesh": f"{flow.msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": f"{flow.solver} (MUMPS), refactorized each step",
-            "initial_condition": "divergence-free L2 projection of curl(ξ w²)",
-        }
-
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        dim = grid.dim
-        u, p = fields[:, :, :dim], fields[:, :, dim]  # (B, T, dim, X, Y, Z), (B, T, X, Y, Z)
-        nu = 1.0 / stencils.broadcast_param(params, self.Params.names().index("reynolds"), p)
-        u_mid, p_mid = stencils.time_interior(u), stencils.time_interior(p)
-        momentum = []
-        for i in range(dim):
-            ui = u_mid[:, :, i]
-            advection = sum(
-                stencils.interior(u_mid[:, :, j], dim) * stencils.diff(ui, j, grid)
-                for j in range(dim)
-            )
-            momentum.append(
-                stencils.interior(stencils.time_derivative(u[:, :, i], grid), dim)
-                + advection
-                - nu * stencils.laplacian(ui, grid)
-                + stencils.diff(p_mid, i, grid)
-            )
-        continuity = stencils.divergence(u_mid, grid, channel_axis=2)
-        return torch.stack([*momentum, continuity], dim=2)  # (B, T-2, dim+1, X', Y', Z')
-
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) U, p = g(t) P, f from UFL, walls at the exact velocity.
-        # Space: g = 1 (steady), U = curl(ψ), ψ = Π sin²(π x_i) / π (times (1, 1, 1) in 3D),
-        # P = Π cos(π x_i); the scheme relaxes to the discrete steady solution, whose error is
-        # spatial only. Time: g = 1 + sin(2t) with U = (x², -2xy) or (y², z², x²) and P = Σ x_i,
-        # which P2-P1 represent exactly, so the error is temporal only (U's convection is not a
-        # gradient, so the lagged advection acts on the velocity).
-        nu, t_end = 0.1, 1.0
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        t = fem.Constant(msh, PETSc.ScalarType(0.0))
-        if study == "space":
-            g, dg = 1.0, 0.0
-            psi = math.prod(ufl.sin(ufl.pi * x[i]) ** 2 for i in range(dim)) / ufl.pi
-            U = (
-                ufl.as_vector([psi.dx(1), -psi.dx(0)])
-                if dim == 2
-                else ufl.curl(ufl.as_vector([psi, psi, psi]))
-            )
-            P = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-        else:
-            g, dg = 1.0 + ufl.sin(2 * t), 2 * ufl.cos(2 * t)
-            U = (
-                ufl.as_vector([x[0] ** 2, -2 * x[0] * x[1]])
-                if dim == 2
-                else ufl.as_vector([x[1] ** 2, x[2] ** 2, x[0] ** 2])
-            )
-            P = sum(x[i] for i in range(dim))
-        f = (
-            dg * U
-            + g**2 * ufl.dot(ufl.grad(U), U)
-            - nu * g * ufl.div(ufl.grad(U))
-            + g * ufl.grad(P)
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`NavierStokes`."""
+    # u = g(t) U, p = g(t) P, f from UFL, walls at the exact velocity.
+    # Space: g = 1 (steady), U = curl(ψ), ψ = Π sin²(π x_i) / π (times (1, 1, 1) in 3D),
+    # P = Π cos(π x_i); the scheme relaxes to the discrete steady solution, whose error is
+    # spatial only. Time: g = 1 + sin(2t) with U = (x², -2xy) or (y², z², x²) and P = Σ x_i,
+    # which P2-P1 represent exactly, so the error is temporal only (U's convection is not a
+    # gradient, so the lagged advection acts on the velocity).
+    nu, t_end = 0.1, 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    t = fem.Constant(msh, PETSc.ScalarType(0.0))
+    if study == "space":
+        g, dg = 1.0, 0.0
+        psi = math.prod(ufl.sin(ufl.pi * x[i]) ** 2 for i in range(dim)) / ufl.pi
+        U = (
+            ufl.as_vector([psi.dx(1), -psi.dx(0)])
+            if dim == 2
+            else ufl.curl(ufl.as_vector([psi, psi, psi]))
         )
-        flow = TaylorHoodFlow(msh, nu, t_end / steps, t=t, source=f, wall=g * U)
-        try:
-            flow.set_velocity(g * U)  # t = 0
-            for n in range(1, steps + 1):
-                flow.step(n * flow.tau)
-            err = fem.form((flow.velocity() - g * U) ** 2 * ufl.dx)  # t = t_end
-            return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-        finally:
-            flow.close()
+        P = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+    else:
+        g, dg = 1.0 + ufl.sin(2 * t), 2 * ufl.cos(2 * t)
+        U = (
+            ufl.as_vector([x[0] ** 2, -2 * x[0] * x[1]])
+            if dim == 2
+            else ufl.as_vector([x[1] ** 2, x[2] ** 2, x[0] ** 2])
+        )
+        P = sum(x[i] for i in range(dim))
+    f = dg * U + g**2 * ufl.dot(ufl.grad(U), U) - nu * g * ufl.div(ufl.grad(U)) + g * ufl.grad(P)
+    flow = TaylorHoodFlow(msh, nu, t_end / steps, t=t, source=f, wall=g * U)
+    try:
+        flow.set_velocity(g * U)  # t = 0
+        for n in range(1, steps + 1):
+            flow.step(n * flow.tau)
+        err = fem.form((flow.velocity() - g * U) ** 2 * ufl.dx)  # t = t_end
+        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+    finally:
+        flow.close()
 
 
 class TaylorHoodFlow:

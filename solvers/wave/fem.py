@@ -1,15 +1,5 @@
-r"""Scalar wave equation with fixed (Dirichlet) walls.
-
-Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`, as a first-order
-system in the displacement :math:`u` and the velocity :math:`v = \partial_t u`:
-
-.. math::
-    \partial_t u = v, \qquad \partial_t v = c^2 \Delta u + f \quad \text{in } \Omega \times (0, T],
-    \qquad u = 0 \text{ on } \partial\Omega, \qquad u(\cdot, 0) = u_0, \; v(\cdot, 0) = v_0,
-
-with :math:`f = 0` for samples, :math:`u_0 = g\, b`, :math:`g` a Gaussian random field of length
-scale :math:`\ell`, :math:`b = \prod_i 4 x_i (1 - x_i)` a wall bubble, and :math:`v_0 = 0` (a
-plucked start). The energy :math:`\tfrac12 \|v\|^2 + \tfrac12 c^2 \|\nabla u\|^2` is conserved.
+r"""The FEM part of :mod:`pdeladder.solvers.wave`: weak form, time stepping and manufactured
+solution.
 
 Weak form, Crank–Nicolson on the system (Newmark's average acceleration), step :math:`\tau`, P1:
 
@@ -34,17 +24,15 @@ from mpi4py import MPI
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 import ufl
 from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector, set_bc
 from petsc4py import PETSc
 
-from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Channel, Family, Parameters, SolveStats, parameter
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
@@ -55,148 +43,113 @@ from pdeladder.solvers.fem import (
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
+from pdeladder.solvers.wave import Wave, WaveParams
 
 #: Courant number c τ / h of the stored samples' internal steps: Crank–Nicolson is stable for
 #: any step, this keeps its phase error small on the waves the grid resolves.
 COURANT = 0.5
 
 
-class WaveParams(Parameters):
-    wave_speed: float = parameter(1.0, 0.25, 2.0, "1", "wave speed c (unit box, unit time)")
-    ic_length_scale: float = parameter(0.2, 0.05, 0.5, "1", "length scale ℓ of the initial field")
+def solve(
+    family: Wave,
+    params: WaveParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`Wave`."""
+    u0, v0 = family.initial_fields(params, grid, rng)
+    c = params.wave_speed
+    every = max(1, math.ceil(grid.dt * c / (COURANT * grid.h)))
+    steps = every * (grid.snapshots - 1)
+    frames = []
 
+    def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+        sampler.from_grid(u, u0)
+        sampler.from_grid(v, v0)
 
-class Wave(Family):
-    name = "wave"
-    title = "Wave equation"
-    equation = r"\partial_t^2 u = c^2 \Delta u"
-    dims = (1, 2, 3)
-    Params = WaveParams
-    channels = (Channel("u", "displacement"), Channel("v", "velocity du/dt"))
-    boundary_conditions = "fixed walls (homogeneous Dirichlet) on all walls"
-    difficulty = "wave_speed"
-    t_end = 1.0
-    expected_rate_space = 2.0
-    expected_rate_time = 2.0
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        "space": {"cells": (8, 16, 32), "steps": 8},
-        "space_3d": {"cells": (4, 8, 16), "steps": 8},
-        "time": {"steps": (8, 16, 32), "cells": 8},
+    def keep(n: int, u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+        if n % every == 0:
+            frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
+
+    msh = grid_mesh(comm, grid)
+    solver = run_crank_nicolson(
+        msh, c, grid.t_end / steps, steps, initial=initial, on_step=keep, grid=grid, stats=stats
+    )
+    fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
+    return fields, {
+        "element": "P1",
+        "time_scheme": "Crank-Nicolson on (u, v) (Newmark average acceleration)",
+        "time_step": grid.t_end / steps,
+        "courant_number": c * grid.t_end / steps / grid.h,
+        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
+        "linear_solver": solver,
     }
 
-    def initial_fields(
-        self, params: WaveParams, grid: Grid, rng: np.random.Generator
-    ) -> np.ndarray:
-        u0 = wall_bubble(grid) * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-        return np.stack([u0, np.zeros_like(u0)])  # (2, X, Y, Z): plucked, at rest
 
-    def solve(
-        self,
-        params: WaveParams,
-        grid: Grid,
-        rng: np.random.Generator,
-        comm: MPI.Comm,
-        stats: SolveStats,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        u0, v0 = self.initial_fields(params, grid, rng)
-        c = params.wave_speed
-        every = max(1, math.ceil(grid.dt * c / (COURANT * grid.h)))
-        steps = every * (grid.snapshots - 1)
-        frames = []
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`Wave`."""
+    # u = g(t) φ(x), φ = Π sin(π x_i) (zero on the walls), with the load
+    # g'' (φ, ψ) + c² g (∇φ, ∇ψ), i.e. (f, ψ) for f = (g'' + c² d π² g) φ. Space study:
+    # g = 1 + t, which Crank–Nicolson integrates exactly. Time study: g = cos(4t) and φ
+    # replaced by its P1 interpolant, which makes g φ_h the exact solution of the
+    # semi-discrete problem: the error is the time error alone.
+    c, t_end, omega = 1.0, 1.0, 4.0
+    if study == "space":
 
-        def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-            sampler.from_grid(u, u0)
-            sampler.from_grid(v, v0)
+        def g(t: float) -> float:
+            return 1.0 + t
 
-        def keep(n: int, u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-            if n % every == 0:
-                frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
+        def dg(t: float) -> float:
+            return 1.0
 
-        msh = grid_mesh(comm, grid)
-        solver = run_crank_nicolson(
-            msh, c, grid.t_end / steps, steps, initial=initial, on_step=keep, grid=grid, stats=stats
-        )
-        fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
-        return fields, {
-            "element": "P1",
-            "time_scheme": "Crank-Nicolson on (u, v) (Newmark average acceleration)",
-            "time_step": grid.t_end / steps,
-            "courant_number": c * grid.t_end / steps / grid.h,
-            "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": solver,
-        }
+        def d2g(t: float) -> float:
+            return 0.0
+    else:
 
-    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u, v = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z)
-        c = stencils.broadcast_param(params, self.Params.names().index("wave_speed"), u)
-        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
-        v_t = stencils.interior(stencils.time_derivative(v, grid), grid.dim)
-        v_mid = stencils.interior(stencils.time_interior(v), grid.dim)
-        lap = stencils.laplacian(stencils.time_interior(u), grid)
-        return torch.stack([u_t - v_mid, v_t - c**2 * lap], dim=2)  # (B, T-2, 2, X', Y', Z')
+        def g(t: float) -> float:
+            return math.cos(omega * t)
 
-    def manufactured_error(
-        self, dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-    ) -> float:
-        # u = g(t) φ(x), φ = Π sin(π x_i) (zero on the walls), with the load
-        # g'' (φ, ψ) + c² g (∇φ, ∇ψ), i.e. (f, ψ) for f = (g'' + c² d π² g) φ. Space study:
-        # g = 1 + t, which Crank–Nicolson integrates exactly. Time study: g = cos(4t) and φ
-        # replaced by its P1 interpolant, which makes g φ_h the exact solution of the
-        # semi-discrete problem: the error is the time error alone.
-        c, t_end, omega = 1.0, 1.0, 4.0
-        if study == "space":
+        def dg(t: float) -> float:
+            return -omega * math.sin(omega * t)
 
-            def g(t: float) -> float:
-                return 1.0 + t
+        def d2g(t: float) -> float:
+            return -(omega**2) * math.cos(omega * t)
 
-            def dg(t: float) -> float:
-                return 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    phi = math.prod(ufl.sin(ufl.pi * x[i]) for i in range(dim))
+    if study == "time":
+        V = fem.functionspace(msh, ("Lagrange", 1))
+        phi_h = fem.Function(V)
+        phi_h.interpolate(fem.Expression(phi, V.element.interpolation_points))
+        phi = phi_h
+    dx = ufl.dx(metadata={"quadrature_degree": 4})  # UFL's estimate for sin is far higher
 
-            def d2g(t: float) -> float:
-                return 0.0
-        else:
+    def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
+        u.interpolate(fem.Expression(phi, u.function_space.element.interpolation_points))
+        v.x.array[:] = dg(0.0) * u.x.array
+        u.x.array[:] *= g(0.0)
 
-            def g(t: float) -> float:
-                return math.cos(omega * t)
-
-            def dg(t: float) -> float:
-                return -omega * math.sin(omega * t)
-
-            def d2g(t: float) -> float:
-                return -(omega**2) * math.cos(omega * t)
-
-        msh = box_mesh(comm, dim, cells)
-        x = ufl.SpatialCoordinate(msh)
-        phi = math.prod(ufl.sin(ufl.pi * x[i]) for i in range(dim))
-        if study == "time":
-            V = fem.functionspace(msh, ("Lagrange", 1))
-            phi_h = fem.Function(V)
-            phi_h.interpolate(fem.Expression(phi, V.element.interpolation_points))
-            phi = phi_h
-        dx = ufl.dx(metadata={"quadrature_degree": 4})  # UFL's estimate for sin is far higher
-
-        def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-            u.interpolate(fem.Expression(phi, u.function_space.element.interpolation_points))
-            v.x.array[:] = dg(0.0) * u.x.array
-            u.x.array[:] *= g(0.0)
-
-        state = {}
-        run_crank_nicolson(
-            msh,
-            c,
-            t_end / steps,
-            steps,
-            initial=initial,
-            source=[
-                (lambda psi: ufl.inner(phi, psi) * dx, d2g),
-                (lambda psi: c**2 * ufl.inner(ufl.grad(phi), ufl.grad(psi)) * dx, g),
-            ],
-            on_step=lambda n, u, v, sampler: state.update(u=u) if n == steps else None,
-        )
-        dx = ufl.dx(metadata={"quadrature_degree": 6})
-        err = fem.form((state["u"] - g(t_end) * phi) ** 2 * dx)
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
+    state = {}
+    run_crank_nicolson(
+        msh,
+        c,
+        t_end / steps,
+        steps,
+        initial=initial,
+        source=[
+            (lambda psi: ufl.inner(phi, psi) * dx, d2g),
+            (lambda psi: c**2 * ufl.inner(ufl.grad(phi), ufl.grad(psi)) * dx, g),
+        ],
+        on_step=lambda n, u, v, sampler: state.update(u=u) if n == steps else None,
+    )
+    dx = ufl.dx(metadata={"quadrature_degree": 6})
+    err = fem.form((state["u"] - g(t_end) * phi) ** 2 * dx)
+    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
 
 
 def run_crank_nicolson(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pdeladder.solvers import get_family
-from pdeladder.solvers.burgers import run_semi_implicit_bdf2
+from pdeladder.solvers.burgers.fem import run_semi_implicit_bdf2
 from pdeladder.solvers.fem import box_mesh
 from pdeladder.solvers.testing import FamilyContract
 

@@ -10,7 +10,7 @@ import ufl
 from dolfinx import fem
 
 from pdeladder.solvers import get_family
-from pdeladder.solvers.darcy import solve_darcy
+from pdeladder.solvers.darcy.fem import solve_darcy
 from pdeladder.solvers.fem import box_mesh
 from pdeladder.solvers.testing import FamilyContract
 

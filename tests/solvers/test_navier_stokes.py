@@ -13,7 +13,8 @@ from dolfinx import fem
 
 from pdeladder.solvers import get_family
 from pdeladder.solvers.fem import box_mesh
-from pdeladder.solvers.navier_stokes import NavierStokesParams, TaylorHoodFlow, random_potential
+from pdeladder.solvers.navier_stokes import NavierStokesParams
+from pdeladder.solvers.navier_stokes.fem import TaylorHoodFlow, random_potential
 from pdeladder.solvers.testing import FamilyContract
 
 

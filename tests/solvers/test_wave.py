@@ -12,7 +12,7 @@ from pdeladder.solvers.fem import GridSampler, grid_mesh
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 from pdeladder.solvers.testing import FamilyContract
-from pdeladder.solvers.wave import run_crank_nicolson
+from pdeladder.solvers.wave.fem import run_crank_nicolson
 
 
 class TestWave(FamilyContract):

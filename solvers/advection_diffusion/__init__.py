@@ -1,0 +1,123 @@
+r"""Advection–diffusion of a scalar by a static divergence-free velocity, zero total flux on walls.
+
+Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
+
+.. math::
+    \partial_t u + \nabla\cdot(b u) - \varepsilon \Delta u = f
+    \quad \text{in } \Omega \times (0, T],
+    \qquad (b u - \varepsilon \nabla u) \cdot n = 0 \text{ on } \partial\Omega,
+    \qquad u(\cdot, 0) = u_0,
+
+with :math:`\nabla\cdot b = 0`, so :math:`\nabla\cdot(b u) = b\cdot\nabla u`. In 2D/3D the velocity
+is the curl of a random stream function (vector potential) that vanishes on the walls, so
+:math:`b \cdot n = 0` there and the condition is zero diffusive flux; in 1D it is a constant
+:math:`\pm U`. :math:`\varepsilon = U L / \mathrm{Pe}` with :math:`L = 1` and :math:`U` the
+root-mean-square speed. The total :math:`\int_\Omega u` is conserved. :math:`f = 0` for samples.
+
+This module is the physics without the FEM (no DOLFINx or PETSc import): parameters, channels,
+the initial draw and the strong-form residual. The weak form, time stepping and manufactured
+solution are in :mod:`pdeladder.solvers.advection_diffusion.fem`, imported on the first solve.
+"""
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from pdeladder.solvers import stencils
+from pdeladder.solvers.family import Channel, Family, Parameters, parameter
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
+
+
+class AdvectionDiffusionParams(Parameters):
+    peclet: float = parameter(100.0, 10.0, 2000.0, "1", "Péclet number Pe = U L / ε (L = 1)")
+    speed: float = parameter(1.0, 0.25, 2.0, "1", "root-mean-square speed U of the velocity")
+    velocity_length_scale: float = parameter(
+        0.25, 0.1, 0.5, "1", "length scale of the random stream function (2D/3D)"
+    )
+    ic_length_scale: float = parameter(0.15, 0.03, 0.5, "1", "length scale ℓ of the initial field")
+
+
+class AdvectionDiffusion(Family):
+    name = "advection_diffusion"
+    title = "Advection–diffusion by a divergence-free velocity"
+    equation = r"\partial_t u + b \cdot \nabla u = \varepsilon \Delta u"
+    dims = (1, 2, 3)
+    Params = AdvectionDiffusionParams
+    channels = (
+        Channel("u", "transported scalar"),
+        Channel("bx", "velocity x-component", role="input"),
+        Channel("by", "velocity y-component", role="input"),
+        Channel("bz", "velocity z-component", role="input"),
+    )
+    boundary_conditions = (
+        "zero total flux (b u - ε∇u)·n = 0 on all walls; b·n = 0 on the walls in 2D/3D"
+    )
+    difficulty = "peclet"
+    t_end = 1.0
+    expected_rate_space = 2.0
+    expected_rate_time = 2.0
+    convergence_plan: ClassVar[dict[str, Any]] = {
+        "space": {"cells": (8, 16, 32), "steps": 16},
+        "time": {"steps": (4, 8, 16), "cells": 32},
+    }
+
+    @classmethod
+    def channels_for(cls, dim: int) -> tuple[Channel, ...]:
+        return cls.channels[: 1 + dim]
+
+    def initial_fields(
+        self, params: AdvectionDiffusionParams, grid: Grid, rng: np.random.Generator
+    ) -> np.ndarray:
+        velocity = wall_bounded_velocity(grid, params.velocity_length_scale, params.speed, rng)
+        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
+
+    def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
+        names = self.Params.names()
+        u = fields[:, :, 0]  # (B, T, X, Y, Z)
+        eps = stencils.broadcast_param(params, names.index("speed"), u) / stencils.broadcast_param(
+            params, names.index("peclet"), u
+        )
+        u_mid = stencils.time_interior(u)
+        b = stencils.interior(stencils.time_interior(fields[:, :, 1 : 1 + grid.dim]), grid.dim)
+        grad = stencils.grad(u_mid, grid)
+        advection = sum(b[:, :, a] * grad[a] for a in range(grid.dim))
+        u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
+        lap = stencils.laplacian(u_mid, grid)
+        return (u_t + advection - eps * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+
+
+def wall_bounded_velocity(
+    grid: Grid, length_scale: float, speed: float, rng: np.random.Generator
+) -> np.ndarray:
+    """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
+
+    2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
+    random field of ``length_scale`` times the :func:`wall_bubble`, which vanishes on the walls, so
+    the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
+    differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
+    of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
+    speed ``speed``.
+
+    Returns:
+        float64 ``(dim, X, Y, Z)``.
+    """
+    if grid.dim == 1:
+        return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
+    bubble = wall_bubble(grid)
+
+    def d(f: np.ndarray, a: int) -> np.ndarray:
+        return np.gradient(f, grid.h, axis=a, edge_order=2)
+
+    def potential() -> np.ndarray:
+        return gaussian_random_field(grid.shape, length_scale, rng) * bubble
+
+    if grid.dim == 2:
+        psi = potential()
+        b = np.stack([d(psi, 1), -d(psi, 0)])
+    else:
+        a = [potential() for _ in range(3)]
+        b = np.stack([d(a[2], 1) - d(a[1], 2), d(a[0], 2) - d(a[2], 0), d(a[1], 0) - d(a[0], 1)])
+    return b * (speed / np.sqrt(np.mean(np.sum(b**2, axis=0))))
