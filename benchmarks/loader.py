@@ -10,8 +10,10 @@ write goes into a new folder, removed after its timing.
    per-channel mean and std.
 
    - pdeladder: iterating :class:`StoreDataset` (its prefetch threads read each sample's
-     chunk through the store, check its CRC-32C, normalise it into the batch array, and
-     collate masks, parameters and statistics beside it); default codec and uncompressed.
+     chunk through the store straight into the batch array and check its CRC-32C; masks and
+     parameters are collated beside it), then normalising each batch with the trainer's
+     :class:`DataProcessor` (``normalised``, in the consumer's thread, as training does);
+     default codec and uncompressed.
    - h5py, as The Well's and PDEBench's loaders do it: the HDF5 file holds one dataset
      ``t0_fields/u`` of shape ``(N, T, X, Y)``, contiguous and uncompressed (The Well's
      layout); per sample ``torch.as_tensor(u[i])`` (one h5py read), ``(x - mean) / std``
@@ -71,6 +73,7 @@ from pdeladder.dataset.moments import sample_moments
 from pdeladder.dataset.provenance import checksum
 from pdeladder.dataset.store import Group, open_store
 from pdeladder.solvers import Sample, get_family
+from pdeladder.trainer.training.processor import DataProcessor
 
 N, DIM, SNAPSHOTS, BATCH = 16, 2, 21, 4
 RESOLUTIONS = (64, 256)
@@ -221,27 +224,28 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
     for k, s in enumerate(samples):
         group.write(k, s)
     dataset = StoreDataset(str(url), batch_size=BATCH, seed=0)
-    refs = dataset.samples()
-    order = [r.index for r in refs]
-    layout = dataset.catalog.groups[group.path]
-    mean, std = float(layout.mean[0]), float(layout.std[0])
+    order = [int(i) for _, indices in dataset.plan(0) for i in indices]
+    sums = dataset.catalog.groups[group.path].checksums
+    layout = dataset.catalog.layout
+    processor = DataProcessor(layout)
+    mean, std = layout.stats["heat"]["mean"][0], layout.stats["heat"]["std"][0]
     paths = [os.path.join(url, key) for i in order for key in group.chunks["fields"].keys(i)]
     sample = np.empty_like(samples[0].fields)
     buffer = memoryview(sample).cast("B")
 
     def loader() -> None:
-        assert sum(b["fields"].shape[0] for b in dataset) == N
+        assert sum(processor.normalised(b).shape[0] for b in dataset) == N
 
     def baseline() -> None:
         assert h5py_batches(h5, order, mean, std) == N
 
     def chunk_files(*, check_and_normalise: bool) -> Callable[[], None]:
         def run() -> None:
-            for path, ref in zip(paths, refs, strict=True):
+            for path, i in zip(paths, order, strict=True):
                 with open(path, "rb", buffering=0) as f:
                     f.readinto(buffer)
                 if check_and_normalise:
-                    assert checksum(sample) == ref.checksum
+                    assert checksum(sample) == sums[i]
                     np.subtract(sample, mean, out=sample)
                     np.divide(sample, std, out=sample)
 

@@ -1,14 +1,14 @@
-"""What a loader reads: the ok samples of chosen groups, their slots and their statistics.
+"""What a loader reads: the ok samples of chosen groups, split per group into training and
+held-out samples, and the :class:`~pdeladder.trainer.training.layout.SlotLayout` their batches
+are laid out in.
 
-A :class:`Catalog` is built once from a store's small arrays (status, checksums, moments, never
-``fields``) and is plain data, so it pickles into DataLoader workers and Ray tasks, which
-re-open the store themselves.
-
-Slots let one batch hold several families: channel slots are the union of the families'
-channel names (a name always has the same slot), parameter slots are positions ``0..P_max-1``.
+A :class:`Catalog` is built once from a store's small arrays (status, checksums, moments,
+params, never ``fields``) and is plain data, so it pickles into DataLoader workers and Ray
+tasks, which re-open the store themselves.
 """
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,56 +17,52 @@ from pdeladder.dataset.format import OK
 from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import UserInputError
+from pdeladder.solvers.grid import Grid
+from pdeladder.trainer.training.layout import SlotLayout
+
+
+def split(ok: np.ndarray, held_out: float) -> tuple[np.ndarray, np.ndarray]:
+    """A group's ok sample indices ``ok`` → (training, held-out): the last ``held_out``
+    fraction (rounded up) is held out, none of a group of one sample. The one split rule of
+    training, evaluation and the Well export."""
+    n_test = math.ceil(held_out * len(ok)) if len(ok) > 1 else 0
+    return ok[: len(ok) - n_test], ok[len(ok) - n_test :]
 
 
 @dataclass(frozen=True)
 class SampleRef:
-    """One ok sample: its group, index, recorded checksum and grid key ``(dim, resolution, T)``."""
+    """One ok sample: its group, index and recorded checksum."""
 
     group: str
     index: int
     checksum: int
-    bucket: tuple[int, int, int]
 
 
 @dataclass(frozen=True)
-class GroupLayout:
-    """How one group's samples map into slots, and how to normalise them."""
+class GroupSamples:
+    """What a loader knows of one group without reading its fields."""
 
     family: str
-    family_id: int
-    channel_slots: np.ndarray  # (C_group,) int: slot of each of the group's channels
-    input_slots: np.ndarray  # (C_group,) bool: channel is an input (coefficient) field
-    n_params: int
-    mean: np.ndarray  # (C_group,) float32, over every ok sample of the family
-    std: np.ndarray  # (C_group,) float32, > 0
-    t_end: float
+    grid: Grid
+    train: np.ndarray  # (N_train,) int64: ok samples to train on, ascending
+    test: np.ndarray  # (N_test,) int64: held-out ok samples, ascending
+    checksums: np.ndarray  # (N,) uint32: recorded checksum of each sample (0 where not ok)
+    params: np.ndarray  # (N, P_f) float64 parameter vectors in the family's order
+    channels: int  # C_f, the group's stored channels
 
-
-@dataclass(frozen=True)
-class SlotRows:
-    """A group's rows of a batch, in slot order (see :mod:`pdeladder.dataset.loader`)."""
-
-    channel_mask: np.ndarray  # (C,) bool
-    input_mask: np.ndarray  # (C,) bool
-    mean: np.ndarray  # (C,) float32, 0 in unused slots
-    std: np.ndarray  # (C,) float32, 1 in unused slots
-    param_mask: np.ndarray  # (P,) bool
-    slots: slice | np.ndarray  # the group's channel slots: a slice where they form a range
-    full: bool  # the group fills every channel slot
+    def refs(self, path: str, indices: np.ndarray) -> list[SampleRef]:
+        return [SampleRef(path, int(i), int(self.checksums[i])) for i in indices]
 
 
 @dataclass
 class Catalog:
+    """The groups of one store a loader reads (by path, in the order given) and the layout of
+    their batches."""
+
     url: str
-    refs: list[SampleRef]
-    groups: dict[str, GroupLayout]
-    families: list[str]
-    channels: list[str]
-    n_params: int
-    params: dict[str, np.ndarray]  # group path -> (N, P_group) float64 parameter vectors
+    groups: dict[str, GroupSamples]
+    layout: SlotLayout
     storage_options: dict | None = field(default=None, repr=False)
-    _rows: dict[str, SlotRows] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -74,68 +70,46 @@ class Catalog:
         url: str,
         *,
         groups: list[str] | None = None,
+        layout: SlotLayout | None = None,
+        held_out: float = 0.0,
         storage_options: dict | None = None,
     ) -> "Catalog":
         """Index the ok samples of the groups matching ``groups`` (glob patterns on group
-        paths such as ``"stage1/*"``; all groups if None)."""
+        paths such as ``"stage1/*"``; all groups if None), holding out the last ``held_out``
+        of each (:func:`split`). ``layout``: the slots and statistics to batch in (a model's);
+        by default the groups' families at their dimensions, with the groups' statistics
+        (:func:`~pdeladder.dataset.moments.family_stats`)."""
         store = open_store(url, storage_options=storage_options)
-        chosen = _select(store, groups)
-        opened = [store.group(p) for p in chosen]
-        families = sorted({g.family for g in opened})
-        channels: list[str] = []
-        for fam in families:
-            for g in opened:
-                if g.family == fam:
-                    channels += [c for c in g.channel_names if c not in channels]
+        opened = [store.group(p) for p in _select(store, groups)]
         status = {g.path: g.status() for g in opened}
-        stats = family_stats(opened, status)
-        refs, layouts, params = [], {}, {}
-        for g in opened:
-            params[g.path] = g.params()
-            ok = np.flatnonzero(status[g.path] == OK)
-            sums = g.checksums(status[g.path])
-            bucket = (g.grid.dim, g.grid.resolution, g.grid.snapshots)
-            refs += [SampleRef(g.path, int(i), int(sums[i]), bucket) for i in ok]
-            by_channel = stats[g.family]
-            layouts[g.path] = GroupLayout(
-                family=g.family,
-                family_id=families.index(g.family),
-                channel_slots=np.array([channels.index(c) for c in g.channel_names]),
-                input_slots=np.array([c["role"] == "input" for c in g.attrs["channels"]]),
-                n_params=len(g.param_names),
-                mean=np.array([by_channel[c][0] for c in g.channel_names], dtype=np.float32),
-                std=np.array([by_channel[c][1] for c in g.channel_names], dtype=np.float32),
-                t_end=g.grid.t_end,
+        if layout is None:
+            layout = SlotLayout.for_families(
+                sorted({g.family for g in opened}), sorted({g.grid.dim for g in opened})
             )
-        if not refs:
-            raise UserInputError(f"{url}: no ok samples in groups {chosen or groups}")
-        n_params = max(lay.n_params for lay in layouts.values())
-        return cls(url, refs, layouts, families, channels, n_params, params, storage_options)
+            layout.set_stats(family_stats(opened, status))
+        entries = {}
+        for g in opened:
+            layout.family_id(g.family)  # a family the layout has no slots for fails here
+            train, test = split(np.flatnonzero(status[g.path] == OK), held_out)
+            entries[g.path] = GroupSamples(
+                family=g.family,
+                grid=g.grid,
+                train=train,
+                test=test,
+                checksums=g.checksums(status[g.path]),
+                params=g.params(),
+                channels=len(g.channel_names),
+            )
+        if not any(len(e.train) + len(e.test) for e in entries.values()):
+            raise UserInputError(f"{url}: no ok samples in groups {list(entries) or groups}")
+        return cls(url, entries, layout, storage_options)
 
     def open(self) -> Store:
         return open_store(self.url, storage_options=self.storage_options)
 
-    def rows(self, path: str) -> SlotRows:
-        """Group ``path``'s batch rows, computed once."""
-        if path not in self._rows:
-            lay, C = self.groups[path], len(self.channels)
-            slots = lay.channel_slots
-            first = int(slots[0])
-            contiguous = np.array_equal(slots, np.arange(first, first + len(slots)))
-            channel_mask, input_mask = np.zeros(C, dtype=bool), np.zeros(C, dtype=bool)
-            mean, std = np.zeros(C, dtype=np.float32), np.ones(C, dtype=np.float32)
-            channel_mask[slots], input_mask[slots] = True, lay.input_slots
-            mean[slots], std[slots] = lay.mean, lay.std
-            self._rows[path] = SlotRows(
-                channel_mask,
-                input_mask,
-                mean,
-                std,
-                np.arange(self.n_params) < lay.n_params,
-                slice(first, first + len(slots)) if contiguous else slots,
-                len(slots) == C,
-            )
-        return self._rows[path]
+    def refs(self) -> list[SampleRef]:
+        """Every training sample, group by group."""
+        return [r for path, e in self.groups.items() for r in e.refs(path, e.train)]
 
 
 def _select(store: Store, patterns: list[str] | None) -> list[str]:

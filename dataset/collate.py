@@ -1,47 +1,73 @@
-"""The pieces a loader is made of: shard → read (prefetched) → normalise → bucket → collate.
+"""The pieces a loader is made of: plan batches (a pure function of the epoch) → read
+(prefetched) → collate into the batch dict of :func:`batch_dict`.
 
 Both loaders (:mod:`pdeladder.dataset.loader` for torch, :mod:`pdeladder.dataset.ray_source`
-for Ray Data) use these functions, so they batch identically; the batch layout is documented in
+for Ray Data) use these functions, and so do the batches made without a store (the unsolved
+draws of self-improvement, ``predict``): every batch is the one dict documented in
 :mod:`pdeladder.dataset.loader`.
 """
 
+import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
+from typing import Any
 
 import numpy as np
 import torch
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
 from pdeladder.dataset.chunks import read_threads
+from pdeladder.errors import UserInputError
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.training.layout import SlotLayout
 
 Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
+Planned = tuple[str, np.ndarray]  # a batch to read: group path, ascending sample indices
 
 
-def shard(
-    refs: list[SampleRef], *, seed: int | None, epoch: int, part: int, parts: int
-) -> list[SampleRef]:
-    """The samples of ``part`` out of ``parts`` for ``epoch``, disjoint across parts.
+def epoch_plan(
+    catalog: Catalog, *, batch_size: int, seed: int | None, epoch: int, rank: int, world: int
+) -> list[Planned]:
+    """Rank ``rank``'s training batches of ``epoch``, out of ``world`` data-parallel ranks.
 
-    A part is one (rank, DataLoader worker) pair. Within each grid bucket the samples are
-    permuted (seeded by ``(seed, epoch)``, the same in every part), cut to a multiple of
-    ``parts`` (at most ``parts - 1`` left out per epoch, different ones each epoch) and dealt
-    round-robin, so every part gets as many samples of each bucket, hence as many batches. The
-    part's list is permuted again so that buckets interleave. ``seed=None`` keeps store order.
+    Each group's training samples are permuted (seeded by ``(seed, epoch)``) and cut into
+    batches of ``batch_size`` (one group per batch); the batches of all groups are permuted
+    together, repeated to a multiple of ``world`` (at least one batch per rank) and batch ``i``
+    goes to rank ``i mod world``, so every rank gets as many. ``seed=None`` keeps store order.
     """
-    if not 0 <= part < parts:
-        raise ValueError(f"part {part} outside [0, {parts})")
     rng = None if seed is None else np.random.default_rng([seed, epoch])
-    mine: list[SampleRef] = []
-    for key in sorted({r.bucket for r in refs}):
-        bucket = [r for r in refs if r.bucket == key]
-        order = np.arange(len(bucket)) if rng is None else rng.permutation(len(bucket))
-        keep = len(bucket) - len(bucket) % parts
-        mine += [bucket[i] for i in order[:keep][part::parts]]
-    if seed is not None:
-        mine = [mine[i] for i in np.random.default_rng([seed, epoch, part]).permutation(len(mine))]
-    return mine
+    plan: list[Planned] = []
+    for path, entry in catalog.groups.items():
+        perm = entry.train if rng is None else rng.permutation(entry.train)
+        plan += [(path, perm[i : i + batch_size]) for i in range(0, len(perm), batch_size)]
+    if not plan:
+        raise UserInputError(f"{catalog.url}: no training samples in groups {list(catalog.groups)}")
+    if rng is not None:
+        plan = [plan[i] for i in rng.permutation(len(plan))]
+    per_rank = max(1, len(plan) // world)
+    plan = (plan * math.ceil(per_rank * world / len(plan)))[: per_rank * world]
+    return [(path, np.sort(idx)) for path, idx in plan[rank::world]]
+
+
+def held_out_plan(
+    catalog: Catalog, *, batch_size: int, rank: int, world: int
+) -> list[tuple[Planned, float]]:
+    """Rank ``rank``'s share of the held-out batches, as (batch, weight) pairs. Every rank
+    gets the same number (FSDP runs collectives in each forward): ranks short of batches
+    repeat one with weight 0."""
+    plan = [
+        (path, e.test[i : i + batch_size])
+        for path, e in catalog.groups.items()
+        for i in range(0, len(e.test), batch_size)
+    ]
+    if not plan:
+        return []
+    mine = plan[rank::world]
+    filler = mine[0] if mine else plan[0]
+    return [(p, 1.0) for p in mine] + [(filler, 0.0)] * (math.ceil(len(plan) / world) - len(mine))
 
 
 def prefetched[Job, Result](
@@ -98,12 +124,6 @@ class ScratchArrays(threading.local):
         return out
 
 
-def batch_plan(refs: Iterable[SampleRef], batch_size: int) -> list[list[SampleRef]]:
-    """The batches :func:`bucketed` makes, decided from the refs alone (a ref knows its grid),
-    so that whole batches can be read ahead."""
-    return [[ref for ref, _ in batch] for batch in bucketed(((r, None) for r in refs), batch_size)]
-
-
 def shuffled(items: Iterable[Item], *, size: int, seed: int) -> Iterator[Item]:
     """A seeded shuffle buffer of ``size`` items, for streams that cannot be permuted upfront."""
     rng = np.random.default_rng(seed)
@@ -117,104 +137,101 @@ def shuffled(items: Iterable[Item], *, size: int, seed: int) -> Iterator[Item]:
 
 
 def bucketed(items: Iterable[Item], batch_size: int) -> Iterator[list[Item]]:
-    """Group items by grid ``(dim, resolution, T)`` into lists of ``batch_size``; the
-    remainders come last, in bucket order."""
-    open_: dict[tuple[int, int, int], list[Item]] = {}
+    """Group items by group path into lists of ``batch_size`` (one group per batch); the
+    remainders come last, in path order."""
+    open_: dict[str, list[Item]] = {}
     for item in items:
-        bucket = open_.setdefault(item[0].bucket, [])
+        bucket = open_.setdefault(item[0].group, [])
         bucket.append(item)
         if len(bucket) == batch_size:
-            yield open_.pop(item[0].bucket)
+            yield open_.pop(item[0].group)
     for key in sorted(open_):
         yield open_[key]
 
 
-def collate(items: list[Item], catalog: Catalog, *, normalize: bool) -> dict:
-    """One batch of a single grid shape as the dict documented in :mod:`pdeladder.dataset.loader`."""
-    refs = [ref for ref, _ in items]
-    fields = new_fields(refs, catalog, items[0][1].shape)
-    for b, (_, data) in enumerate(items):
-        fill(fields, b, refs[b], data, catalog, normalize=normalize)
-    return batch_dict(refs, fields, catalog, normalize=normalize)
+def slots(layout: SlotLayout, family: str, dim: int) -> slice | list[int]:
+    """The channel slots of ``family``'s channels at ``dim``, in its channel order: a slice
+    where they form a range (a batch's rows of them are then a view)."""
+    idx = layout.slot_indices(get_family(family), dim)
+    ranged = idx == list(range(idx[0], idx[0] + len(idx)))
+    return slice(idx[0], idx[0] + len(idx)) if ranged else idx
 
 
-def new_fields(refs: list[SampleRef], catalog: Catalog, shape: tuple[int, ...]) -> np.ndarray:
-    """The fields array of a batch of ``refs``, samples of ``shape`` ``(T, C_group, X, Y, Z)``:
-    float32 ``(B, T, C, X, Y, Z)``, zeros where a family leaves channel slots empty (every
-    other value is written by :func:`fill`)."""
-    T, _, X, Y, Z = shape
-    full = all(catalog.rows(ref.group).full for ref in refs)
-    return (np.empty if full else np.zeros)(
-        (len(refs), T, len(catalog.channels), X, Y, Z), dtype=np.float32
+def new_fields(layout: SlotLayout, family: str, dim: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A batch's fields array for ``B`` samples of ``family`` of ``shape``
+    ``(B, T, C_f, X, Y, Z)``: float32 ``(B, T, C, X, Y, Z)``, zeros in the slots the family
+    leaves empty (its own are for the caller to fill)."""
+    B, T, C_f, *space = shape
+    full = C_f == len(layout.slots)
+    return (np.empty if full else np.zeros)((B, T, len(layout.slots), *space), np.float32)
+
+
+def collate(items: list[Item], catalog: Catalog) -> dict[str, Any]:
+    """The batch of ``items``, samples of one group (as :func:`bucketed` makes them)."""
+    path = items[0][0].group
+    entry = catalog.groups[path]
+    index = np.array([ref.index for ref, _ in items])
+    fields = np.stack([data for _, data in items])
+    return make_batch(
+        catalog.layout,
+        entry.family,
+        entry.grid,
+        fields,
+        entry.params[index],
+        solved=True,
+        group=path,
+        index=index,
     )
 
 
-def slot_of(fields: np.ndarray, b: int, ref: SampleRef, catalog: Catalog) -> np.ndarray | None:
-    """Sample ``ref``'s slot ``b`` of a batch's ``fields`` as a C-contiguous view
-    ``(T, C_group, X, Y, Z)`` to read the sample into (then :func:`fill` normalises it in
-    place), or None where the slot is not contiguous (a family filling some channel slots)."""
-    row = catalog.rows(ref.group)
-    if not isinstance(row.slots, slice):
-        return None
-    view = fields[b, :, row.slots]
-    return view if view.flags.c_contiguous else None
-
-
-def fill(
+def make_batch(
+    layout: SlotLayout,
+    family: str,
+    grid: Grid,
     fields: np.ndarray,
-    b: int,
-    ref: SampleRef,
-    data: np.ndarray,
-    catalog: Catalog,
+    params: np.ndarray,
     *,
-    normalize: bool,
-) -> None:
-    """Put sample ``ref``'s ``data`` ``(T, C_group, X, Y, Z)`` into slot ``b`` of a batch's
-    ``fields``, normalised per channel: straight into the batch where the group's slots are a
-    range (a view; in place where ``data`` is that view), else via one temporary scattered
-    into the slots."""
-    lay, row = catalog.groups[ref.group], catalog.rows(ref.group)
-    ranged = isinstance(row.slots, slice)
-    out = fields[b, :, row.slots] if ranged else np.empty_like(data)
-    if normalize:
-        per_channel = (1, -1, 1, 1, 1)
-        np.subtract(data, lay.mean.reshape(per_channel), out=out)
-        np.divide(out, lay.std.reshape(per_channel), out=out)
-    else:
-        out[...] = data
-    if not ranged:
-        fields[b][:, row.slots] = out
+    solved: bool,
+    group: str | None = None,
+    index: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The batch of one family's ``(B, T, C_f, X, Y, Z)`` physical fields (the whole grid, or
+    one rank's slab of it) and ``(B, P_f)`` params: :func:`batch_dict` of them in slots."""
+    slotted = new_fields(layout, family, grid.dim, fields.shape)
+    slotted[:, :, slots(layout, family, grid.dim)] = fields
+    return batch_dict(
+        layout, family, grid, slotted, params, solved=solved, group=group, index=index
+    )
 
 
 def batch_dict(
-    refs: list[SampleRef], fields: np.ndarray, catalog: Catalog, *, normalize: bool
-) -> dict:
-    """The batch of ``refs`` around its filled ``fields``, as documented in
-    :mod:`pdeladder.dataset.loader`."""
-    B, C, P = len(refs), len(catalog.channels), catalog.n_params
-    layouts = [catalog.groups[ref.group] for ref in refs]
-    rows = [catalog.rows(ref.group) for ref in refs]
-    params = np.zeros((B, P), dtype=np.float32)
-    for b, (ref, lay) in enumerate(zip(refs, layouts, strict=True)):
-        params[b, : lay.n_params] = catalog.params[ref.group][ref.index]
-    if normalize:
-        mean, std = np.stack([r.mean for r in rows]), np.stack([r.std for r in rows])
-    else:
-        mean, std = np.zeros((B, C), dtype=np.float32), np.ones((B, C), dtype=np.float32)
-    dim, resolution, _ = refs[0].bucket
+    layout: SlotLayout,
+    family: str,
+    grid: Grid,
+    fields: np.ndarray,
+    params: np.ndarray,
+    *,
+    solved: bool,
+    group: str | None = None,
+    index: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
+    ``(B, T, C, X, Y, Z)``, already in ``layout``'s slots, of samples ``index`` of ``group``
+    (None and -1 for samples not from a store)."""
+    fam = get_family(family)
+    b = fields.shape[0]
+    padded = np.zeros((b, max(layout.n_params, params.shape[1])), np.float32)
+    padded[:, : params.shape[1]] = params
+    present, predicted = layout.roles(fam, grid.dim)
     return {
         "fields": torch.from_numpy(fields),
-        "channel_mask": torch.from_numpy(np.stack([r.channel_mask for r in rows])),
-        "input_mask": torch.from_numpy(np.stack([r.input_mask for r in rows])),
-        "mean": torch.from_numpy(mean),
-        "std": torch.from_numpy(std),
-        "params": torch.from_numpy(params),
-        "param_mask": torch.from_numpy(np.stack([r.param_mask for r in rows])),
-        "family": [lay.family for lay in layouts],
-        "family_id": torch.tensor([lay.family_id for lay in layouts]),
-        "t_end": torch.tensor([lay.t_end for lay in layouts], dtype=torch.float64),
-        "dim": dim,
-        "resolution": resolution,
-        "group": [ref.group for ref in refs],
-        "index": torch.tensor([ref.index for ref in refs]),
+        "present": torch.from_numpy(np.repeat(present[None], b, 0)),
+        "predicted": torch.from_numpy(np.repeat(predicted[None], b, 0)),
+        "params": torch.from_numpy(padded),
+        "params_norm": torch.from_numpy(layout.normalise_params(fam, params)),
+        "family": torch.full((b,), layout.family_id(family), dtype=torch.long),
+        "solved": torch.full((b,), solved),
+        "grid": grid,
+        "group": group,
+        "index": torch.as_tensor(np.full(b, -1) if index is None else index, dtype=torch.long),
     }

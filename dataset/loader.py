@@ -1,71 +1,80 @@
-"""Streaming torch loader over a store: :class:`StoreDataset`, an ``IterableDataset`` of batches.
+"""Streaming torch loader over a store: :class:`StoreDataset`, the one way batches of solver
+samples are read (training, held-out scores, evaluation, benchmarks).
 
-Pipeline: catalog (ok samples; status, checksums, moments, params read once) → shard by rank and
-DataLoader worker → plan batches by grid → per sample (a job: one large sample, or several small
+Pipeline: catalog (ok samples split per group into training and held-out; status, checksums,
+params and the slot layout read once) → plan the batches (a pure function of the epoch,
+:func:`~pdeladder.dataset.collate.epoch_plan`: one group per batch, batch ``i`` of an epoch to
+data-parallel rank ``i mod world``) → per sample (a job: one large sample, or several small
 ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch`` batches' samples
-ahead (as many threads as cores for a local store, one per read up to 16 for a remote one): read
-it straight into its slot of the batch array where that slot is contiguous, else into an array
-the thread reuses (a local store's uncompressed chunks straight from the file, others decoded in
-place), check its checksum, normalise it per channel with the store's statistics in place → once
-a batch's samples are in, collate the rest around it. The consumer only takes finished batches;
-the samples of one batch are read side by side, so even the first batch comes in a fraction of a
-batch's read time. With ``prefetch=0`` the same jobs run in the consumer's thread instead. The
-store's metadata, the threads and their arrays are kept across epochs (per process). Whole
-arrays are never loaded; a corrupt chunk or a sample that is not ok raises a StoreError naming
-it.
+ahead (as many threads as cores for a local store, one per read up to 16 for a remote one):
+read it straight into its slot of the batch array where that slot is contiguous, else into an
+array the thread reuses (a local store's uncompressed chunks straight from the file, others
+decoded in place), checking its checksum → once a batch's samples are in, collate the rest
+around it. The consumer only takes finished batches; the samples of one batch are read side
+by side, so even the first batch comes in a fraction of a batch's read time. With
+``prefetch=0`` the same jobs run in the consumer's thread instead. The store's metadata, the
+threads and their arrays are kept across epochs (per process). Whole arrays are never loaded;
+a corrupt chunk or a sample that is not ok raises a StoreError naming it.
 
-Each item is one batch, a dict::
+With a ``domain`` group that splits x, every rank of the group gets the group's batches but
+reads only its own x slab of each sample (:meth:`~pdeladder.dataset.store.Group.read_slab`:
+about ``1/k`` of the sample plus at most one chunk), never the whole sample.
 
-    fields        (B, T, C, X, Y, Z) float32  normalised: (x - mean) / std; 0 in empty slots
-    channel_mask  (B, C) bool     slot c holds a channel of the sample's family
-    input_mask    (B, C) bool     slot c holds an input (coefficient) channel, not a prediction
-    mean, std     (B, C) float32  per-slot statistics: physical = fields * std + mean
-                                  (0 and 1 where unused or when normalize=False)
-    params        (B, P) float32  parameter vectors in the family's order, 0-padded
-    param_mask    (B, P) bool     parameter slot p is used by the sample's family
-    family        list[str]       (B,) family names
-    family_id     (B,) int64      index into ``dataset.families``
-    t_end         (B,) float64    final time; snapshot k is at k * t_end / (T - 1)
-    dim           int             spatial dimension of the batch (1: Y = Z = 1, 2: Z = 1)
-    resolution    int             points per spatial axis, boundaries included
-    group         list[str]       (B,) group path of each sample
-    index         (B,) int64      sample index in its group
+Each item is one batch, a dict (every sample in it of one group, so of one family and grid)::
 
-Every batch has one grid (dim, resolution, T); channel slots are ``dataset.channels`` (the
-union of the families' channel names: a name always has the same slot), parameter slots are
-``0 .. dataset.n_params - 1``. With a Grid built from ``(dim, resolution, T, t_end[b])`` a
-family's residual applies to ``fields[b] * std[b] + mean[b]`` restricted to its slots.
+    fields      float32 (B, T, C, X, Y, Z)  physical units, in the layout's channel slots
+                                            (zeros where absent); x is this rank's slab with a
+                                            domain group; for unsolved draws only snapshot 0
+                                            is meaningful
+    present     bool    (B, C)              slots the sample's family has
+    predicted   bool    (B, C)              slots the model predicts (present, role output)
+    params      float32 (B, P)              physical parameters in the family's order, padded
+    params_norm float32 (B, n_params)       the same in [-1, 1] (SlotLayout.normalise_params)
+    family      int64   (B,)                family ids (SlotLayout.families)
+    solved      bool    (B,)                whether ``fields`` hold a solver trajectory
+    grid        Grid                        the shared (global) grid
+    group       str | None                  the samples' group path (None: not from a store)
+    index       int64   (B,)                sample indices in the group (-1: not from a store)
 
-Sharding: each (rank, worker) gets a disjoint share of every grid bucket, the same number of
-samples per bucket, so ranks see the same number of batches (needed by DDP/FSDP). Use it with
+Normalisation is the data processor's (:mod:`pdeladder.trainer.training.processor`), with the
+layout's statistics (the store's moments, :func:`~pdeladder.dataset.moments.family_stats`).
+
+Training reads batches by step (:meth:`StoreDataset.batch`, :meth:`StoreDataset.batches`), so
+a resumed run sees exactly the batches it would have seen. As an ``IterableDataset`` it yields
+the current epoch's batches of this rank, split between DataLoader workers: use it with
 ``torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=k)`` and call
 :meth:`StoreDataset.set_epoch` before each epoch to reshuffle.
 """
 
+import itertools
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
-from pdeladder.dataset.catalog import Catalog, SampleRef
+from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.collate import (
+    Planned,
     ScratchArrays,
     batch_dict,
-    batch_plan,
-    fill,
+    epoch_plan,
+    held_out_plan,
     new_fields,
     prefetched,
-    shard,
-    slot_of,
+    slots,
 )
 from pdeladder.dataset.store import Group, read_samples
 from pdeladder.errors import UserInputError
+
+if TYPE_CHECKING:
+    from pdeladder.trainer.distributed.collectives import DomainGroup
 
 #: Batches whose samples are read ahead of the consumer. Two keep a consumer that computes
 #: as long as a batch takes to read from waiting; more absorb uneven reads.
@@ -75,23 +84,27 @@ PREFETCH_BATCHES = 3
 #: a 64² sample, while a large sample is worth a job of its own.
 JOB_BYTES = 1 << 20
 
+Job = tuple[str, np.ndarray, np.ndarray, range]  # group, indices, the batch's fields, samples
+
 
 class StoreDataset(IterableDataset):
     """Batches of a store's ok samples, streamed; see the module docstring for their layout.
 
     Args:
-        source: store URL, or a :class:`Catalog` built with :meth:`Catalog.build`.
-        batch_size: samples per batch (the last batch of each grid bucket may be smaller).
-        groups: glob patterns of group paths to read (``["stage1/*"]``); all if None.
+        source: store URL, or a :class:`Catalog` built with :meth:`Catalog.build` (for a
+            model's layout or a held-out split).
+        batch_size: samples per batch (a group's last batch of an epoch may be smaller).
+        groups: glob patterns of group paths to read (``["stage1/*"]``) when ``source`` is a
+            URL; all if None.
         seed: shuffle seed; None reads in store order.
-        normalize: normalise channels with the store's mean and std.
-        rank, world_size: this process's share; default from ``torch.distributed`` if
-            initialised, else 0 and 1.
+        rank, world_size: this data-parallel rank's share; default from ``torch.distributed``
+            if initialised, else 0 and 1.
         prefetch: batches read ahead in background threads; 0 reads each batch in the
             consumer's thread when it is asked for (like a DataLoader with ``num_workers=0``):
             on machines where waking a thread costs more than reading a small batch (a
             shared 2-core VM), the faster way to read small samples, at the price of no
             reading while the consumer computes.
+        domain: the domain group of this rank (x splits only): read only this rank's slabs.
     """
 
     def __init__(
@@ -101,94 +114,155 @@ class StoreDataset(IterableDataset):
         batch_size: int,
         groups: list[str] | None = None,
         seed: int | None = 0,
-        normalize: bool = True,
         rank: int | None = None,
         world_size: int | None = None,
         prefetch: int = PREFETCH_BATCHES,
+        domain: "DomainGroup | None" = None,
     ):
         if batch_size < 1:
             raise UserInputError(f"batch_size must be positive, got {batch_size}")
         if prefetch < 0:
             raise UserInputError(f"prefetch must be 0 or more, got {prefetch}")
+        if domain is not None and domain.layout.t > 1:
+            raise UserInputError("the loader reads x slabs: a domain layout must not split time")
         self.catalog = (
             source if isinstance(source, Catalog) else Catalog.build(source, groups=groups)
         )
-        self.batch_size, self.seed, self.normalize = batch_size, seed, normalize
+        self.batch_size, self.seed, self.prefetch = batch_size, seed, prefetch
         initialised = dist.is_available() and dist.is_initialized()
         self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
+        self.domain = domain if domain is not None and domain.size > 1 else None
         self.epoch = 0
-        self.prefetch = prefetch
+        self._plans: dict[int, list[Planned]] = {}
         self._reader: _Reader | None = None
 
     def __getstate__(self) -> dict:
         return self.__dict__ | {"_reader": None}  # DataLoader workers open the store themselves
 
-    @property
-    def families(self) -> list[str]:
-        return self.catalog.families
-
-    @property
-    def channels(self) -> list[str]:
-        return self.catalog.channels
-
-    @property
-    def n_params(self) -> int:
-        return self.catalog.n_params
-
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def samples(self) -> list[SampleRef]:
-        """The samples this process (and DataLoader worker) reads in the current epoch."""
+    def plan(self, epoch: int) -> list[Planned]:
+        """This rank's batches of ``epoch`` (:func:`~pdeladder.dataset.collate.epoch_plan`)."""
+        if epoch not in self._plans:
+            self._plans = {
+                epoch: epoch_plan(
+                    self.catalog,
+                    batch_size=self.batch_size,
+                    seed=self.seed,
+                    epoch=epoch,
+                    rank=self.rank,
+                    world=self.world_size,
+                )
+            }
+        return self._plans[epoch]
+
+    def planned(self, step: int) -> Planned:
+        """The batch of ``step``: epochs of ``len(plan(0))`` steps, each reshuffled."""
+        per_epoch = len(self.plan(0))
+        return self.plan(step // per_epoch)[step % per_epoch]
+
+    def batch(self, step: int) -> dict[str, Any]:
+        """This rank's training batch at ``step``, a pure function of the step."""
+        return next(self._stream([self.planned(step)], ahead=False))
+
+    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+        """``batch(start), batch(start + 1), ...``, read ahead in background threads so that
+        a training step rarely waits for the store."""
+        return self._stream((self.planned(s) for s in itertools.count(start)), ahead=True)
+
+    def load(self, path: str, indices: np.ndarray) -> dict[str, Any]:
+        """The batch of samples ``indices`` of group ``path``."""
+        return next(self._stream([(path, np.asarray(indices))], ahead=False))
+
+    def held_out(self) -> list[tuple[dict[str, Any], float]]:
+        """This rank's share of the held-out batches, as (batch, weight) pairs
+        (:func:`~pdeladder.dataset.collate.held_out_plan`)."""
+        plan = held_out_plan(
+            self.catalog, batch_size=self.batch_size, rank=self.rank, world=self.world_size
+        )
+        batches = self._stream([p for p, _ in plan], ahead=True)
+        return [(b, w) for b, (_, w) in zip(batches, plan, strict=True)]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
-        return shard(
-            self.catalog.refs,
-            seed=self.seed,
-            epoch=self.epoch,
-            part=self.rank * workers + worker,
-            parts=self.world_size * workers,
-        )
+        return self._stream(self.plan(self.epoch)[worker::workers], ahead=True)
 
-    def __iter__(self):
+    def _stream(self, plan: Iterable[Planned], *, ahead: bool) -> Iterator[dict[str, Any]]:
+        """The batches of ``plan``, read ahead in the background threads when ``ahead``."""
         reader = self._process_reader()
-        groups, scratch, catalog = reader.groups, reader.scratch, self.catalog
+        layout, entries = self.catalog.layout, self.catalog.groups
 
-        def load(job: tuple[list[SampleRef], np.ndarray, range]) -> None:
-            refs, fields, run = job
-            groups_ = [groups[refs[b].group] for b in run]
-            # straight into the batch where a sample's slot is contiguous, else via an array of
-            # this thread's
-            dests = [slot_of(fields, b, refs[b], catalog) for b in run]
-            missing = [k for k, d in enumerate(dests) if d is None]
-            taken = scratch.take([groups_[k].chunks["fields"].shape for k in missing])
-            for k, array in zip(missing, taken, strict=True):
-                dests[k] = array
-            items = [
-                (g, refs[b].index, refs[b].checksum) for g, b in zip(groups_, run, strict=True)
-            ]
-            for b, data in zip(run, read_samples(items, out=dests), strict=True):
-                fill(fields, b, refs[b], data, catalog, normalize=self.normalize)
-
-        def jobs() -> Iterator[tuple[list[SampleRef], np.ndarray, range]]:
-            for refs in batch_plan(self.samples(), self.batch_size):
-                shape = groups[refs[0].group].chunks["fields"].shape
-                fields = new_fields(refs, catalog, shape)
-                step = max(1, -(-JOB_BYTES // (4 * math.prod(shape))))
-                yield from ((refs, fields, range(b, min(b + step, len(refs))))
-                            for b in range(0, len(refs), step))  # fmt: skip
+        def jobs() -> Iterator[Job]:
+            for path, indices in plan:
+                entry = entries[path]
+                shape = (len(indices), *self._sample_shape(reader.groups[path]))
+                fields = new_fields(layout, entry.family, entry.grid.dim, shape)
+                step = max(1, -(-JOB_BYTES // (4 * max(1, math.prod(shape[1:])))))
+                yield from ((path, indices, fields, range(b, min(b + step, len(indices))))
+                            for b in range(0, len(indices), step))  # fmt: skip
 
         # jobs ahead: prefetch batches of large samples, more of small ones (at most
         # prefetch * batch_size * JOB_BYTES bytes); none with prefetch 0
         done = (
-            prefetched(load, jobs(), reader.depth, reader.pool)
-            if self.prefetch
-            else ((job, load(job)) for job in jobs())
+            prefetched(lambda job: self._read(reader, job), jobs(), reader.depth, reader.pool)
+            if ahead and self.prefetch
+            else ((job, self._read(reader, job)) for job in jobs())
         )
-        for (refs, fields, run), _ in done:
-            if run.stop == len(refs):  # the batch's samples are all in (jobs finish in order)
-                yield batch_dict(refs, fields, catalog, normalize=self.normalize)
+        for (path, indices, fields, run), _ in done:
+            if run.stop == len(indices):  # the batch's samples are all in (jobs finish in order)
+                entry = entries[path]
+                yield batch_dict(
+                    layout,
+                    entry.family,
+                    entry.grid,
+                    fields,
+                    entry.params[indices],
+                    solved=True,
+                    group=path,
+                    index=indices,
+                )
+
+    def _x_range(self, group: Group) -> tuple[int, int] | None:
+        """This rank's x rows ``[lo, hi)`` of the group's samples; None: the whole sample."""
+        if self.domain is None:
+            return None
+        grid = group.grid
+        slab = self.domain.slab((grid.snapshots, *grid.shape))
+        return (slab.lo[1], slab.hi[1]) if slab.holds(1) else (0, 0)  # (0, 0): padding only
+
+    def _sample_shape(self, group: Group) -> tuple[int, ...]:
+        """``(T, C_f, X, Y, Z)`` of what this rank reads of one of the group's samples."""
+        T, C, X, Y, Z = group.chunks["fields"].shape
+        rows = self._x_range(group)
+        return (T, C, X, Y, Z) if rows is None else (T, C, rows[1] - rows[0], Y, Z)
+
+    def _read(self, reader: "_Reader", job: Job) -> None:
+        """Read samples ``run`` of a batch into their slots of its ``fields``."""
+        path, indices, fields, run = job
+        group, entry = reader.groups[path], self.catalog.groups[path]
+        where = slots(self.catalog.layout, entry.family, entry.grid.dim)
+        rows = self._x_range(group)
+        if rows is not None:
+            if rows[1] > rows[0]:
+                for b in run:
+                    fields[b][:, where] = group.read_slab(int(indices[b]), "x", *rows)
+            return
+        # straight into the batch where a sample's slot is contiguous, else via an array of
+        # this thread's
+        views = [fields[b, :, where] if isinstance(where, slice) else None for b in run]
+        dests = [v if v is not None and v.flags.c_contiguous else None for v in views]
+        missing = [k for k, d in enumerate(dests) if d is None]
+        for k, array in zip(
+            missing, reader.scratch.take([group.chunks["fields"].shape] * len(missing)), strict=True
+        ):
+            dests[k] = array
+        items = [(group, int(indices[b]), int(entry.checksums[indices[b]])) for b in run]
+        read_samples(items, out=dests)
+        for k in missing:
+            fields[run[k]][:, where] = dests[k]
 
     def _process_reader(self) -> "_Reader":
         """This process's reader, made on its first epoch and kept for the next ones."""

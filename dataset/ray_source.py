@@ -1,6 +1,6 @@
 """Ray Data over a store: :class:`StoreDatasource` (Zarr v3; Ray's ``read_zarr`` reads only v2)
 and :func:`iter_store_batches`, which turns a dataset shard into the batches of
-:mod:`pdeladder.dataset.loader` (same dict, same normalisation, same bucketing).
+:mod:`pdeladder.dataset.loader` (the same dict; one group per batch).
 
 Read tasks run in Ray workers and re-open the store from its URL (so ``memory://`` stores,
 which live in one process, are not for Ray). Each block holds samples of one group, as rows
@@ -11,6 +11,7 @@ Ray's streaming split gives every worker a disjoint share, Ray prefetches blocks
 background, and a seeded shuffle buffer mixes them before bucketing.
 """
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,19 +35,18 @@ class StoreDatasource(Datasource):
         self.catalog = catalog
 
     def _bytes(self, ref: SampleRef) -> int:
-        dim, n, T = ref.bucket
-        channels = len(self.catalog.groups[ref.group].channel_slots)
-        return 4 * T * channels * n**dim
+        entry = self.catalog.groups[ref.group]
+        return 4 * entry.grid.snapshots * entry.channels * math.prod(entry.grid.shape)
 
     def estimate_inmemory_data_size(self) -> int:
-        return sum(self._bytes(r) for r in self.catalog.refs)
+        return sum(self._bytes(r) for r in self.catalog.refs())
 
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
     ) -> list[ReadTask]:
         blocks: list[list[SampleRef]] = []
-        for path in self.catalog.groups:
-            refs = [r for r in self.catalog.refs if r.group == path]
+        for path, entry in self.catalog.groups.items():
+            refs = entry.refs(path, entry.train)
             blocks += [refs[i : i + BLOCK_SAMPLES] for i in range(0, len(refs), BLOCK_SAMPLES)]
         tasks = max(1, min(parallelism, len(blocks)))
         return [
@@ -96,12 +96,11 @@ def iter_store_batches(
     *,
     batch_size: int,
     seed: int | None = 0,
-    normalize: bool = True,
     shuffle_buffer: int = 64,
 ) -> Iterator[dict]:
     """Batches (see :mod:`pdeladder.dataset.loader`) from a Ray ``Dataset`` or ``DataIterator``
     shard; ``seed=None`` keeps the order Ray delivers."""
-    refs = {(r.group, r.index): r for r in catalog.refs}
+    refs = {(r.group, r.index): r for r in catalog.refs()}
 
     def items() -> Iterator[Item]:
         for block in shard.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=2):
@@ -112,4 +111,4 @@ def iter_store_batches(
 
     stream = items() if seed is None else shuffled(items(), size=shuffle_buffer, seed=seed)
     for batch in bucketed(stream, batch_size):
-        yield collate(batch, catalog, normalize=normalize)
+        yield collate(batch, catalog)

@@ -7,7 +7,7 @@ all samples of groups at other resolutions, which test zero-shot super-resolutio
   over samples), beside the same nRMSE of the trivial baseline on the same samples and the ratio
   model / baseline (below 1: the model beats it). The baseline is persistence ``u(t) = u(0)``
   for time-dependent groups and, for steady ones, the mean field of the group's training
-  samples (the trainer's held-out rule, :func:`pdeladder.trainer.training.data.split`; for a
+  samples (the trainer's held-out rule, :func:`pdeladder.dataset.catalog.split`; for a
   group the model never trained on, the mean field of all its samples, the evaluated ones
   among them, which is harder to beat);
 - RMSE in low / mid / high spatial-frequency bands (thirds of the resolved radial wavenumbers);
@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from pdeladder.dataset.catalog import Catalog
+from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows
-from pdeladder.trainer.training.data import StoreBatches
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, sample_scores
@@ -128,12 +129,15 @@ def convention_scores(
     return out
 
 
-def mean_field(data: StoreBatches, indices: np.ndarray, batch_size: int = 8) -> torch.Tensor:
-    """Mean over samples ``indices`` of ``data``'s first group, ``(C, T, X, Y, Z)`` physical,
-    in channel slots; read batch by batch (float64 sum)."""
+def mean_field(
+    data: StoreDataset, path: str, indices: np.ndarray, batch_size: int = 8
+) -> torch.Tensor:
+    """Mean over samples ``indices`` of ``data``'s group ``path``, ``(C, T, X, Y, Z)``
+    physical, in channel slots; read batch by batch (float64 sum)."""
     total = None
     for start in range(0, len(indices), batch_size):
-        fields = data.load(0, indices[start : start + batch_size])["fields"]  # (B, T, C, X, Y, Z)
+        batch = data.load(path, indices[start : start + batch_size])
+        fields = batch["fields"]  # (B, T, C, X, Y, Z)
         part = fields.sum(0, dtype=torch.float64)
         total = part if total is None else total + part
     return (total / len(indices)).float().movedim(1, 0)
@@ -246,21 +250,18 @@ def evaluate_checkpoint(
         if not knows(layout, g):
             continue  # a family, or a dimension of it, the model has no channel slots for
         seen = path in trained
-        data = StoreBatches(
-            store_url=store_url,
-            paths=[path],
-            layout=layout,
-            batch_size=8,
-            held_out=held_out if seen else 1.0,
+        catalog = Catalog.build(
+            store_url, groups=[path], layout=layout, held_out=held_out if seen else 1.0
         )
-        test = np.asarray(data.test[0] if seen else np.concatenate([data.train[0], data.test[0]]))
+        data, split = StoreDataset(catalog, batch_size=8), catalog.groups[path]
+        test = split.test if seen else np.concatenate([split.train, split.test])
         if len(test) == 0:
             continue
-        batch = data.load(0, test[:16])
+        batch = data.load(path, test[:16])
         pred = predict(model, processor, batch)
         mean, baseline = None, "persistence"
         if g.grid.snapshots == 1:
-            mean = mean_field(data, data.train[0] if seen else test)
+            mean = mean_field(data, path, split.train if seen else test)
             baseline = "training mean field" if seen else "group mean field"
         report = group_report(
             pred, batch, layout, baseline_prediction(batch, mean), CONVENTIONS[metrics]

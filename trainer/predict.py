@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.format import FAILED, MUTABLE_ATTRS, OK, slabs
 from pdeladder.dataset.store import Group, Store, group_metadata, open_store, read_samples
 from pdeladder.errors import PdeladderError, UserInputError
@@ -39,7 +40,6 @@ from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab
 from pdeladder.trainer.models.checkpoint import load_model
-from pdeladder.trainer.training.data import make_batch
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
@@ -147,7 +147,7 @@ def predict_into(
     else:
         lo, hi = slab.lo[1], slab.hi[1]
         fields = np.stack([source.read_slab(int(i), "x", lo, hi) for i in indices])
-    batch = make_batch(layout, source.family, grid, fields, records["params"][indices], True)
+    batch = make_batch(layout, source.family, grid, fields, records["params"][indices], solved=True)
     pred = predict(model, processor, processor.to_device(batch), slab)
     out = pred[:, layout.slot_indices(family, grid.dim)].movedim(1, 2).cpu().numpy()
     given = [c.role == "input" for c in family.channels_for(grid.dim)]

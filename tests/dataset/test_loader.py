@@ -1,4 +1,5 @@
-"""Streaming loaders: batches, normalisation, mixed families, sharding, errors; torch and Ray."""
+"""Streaming loaders: batches, slots and statistics of mixed families, sharding, errors; torch
+and Ray."""
 
 import threading
 from types import SimpleNamespace
@@ -50,41 +51,41 @@ def mixed_store(tmp_path, heat_samples) -> tuple[str, dict]:
 
 
 def _seen(batches) -> list[tuple[str, int]]:
-    return [(g, int(i)) for b in batches for g, i in zip(b["group"], b["index"], strict=True)]
+    return [(b["group"], int(i)) for b in batches for i in b["index"]]
 
 
 def test_batches_restore_the_stored_samples(mixed_store):
     url, data = mixed_store
     ds = StoreDataset(url, batch_size=2, seed=3)
-    assert ds.families == ["advection_diffusion", "heat"]
-    assert ds.channels == ["u", "bx", "by"] and ds.n_params == 4
+    layout = ds.catalog.layout
+    assert layout.families == ["advection_diffusion", "heat"]
+    assert layout.slots == ["u", "bx", "by"] and layout.n_params == 4
     batches = list(ds)
     assert sorted(_seen(batches)) == sorted(data)  # every ok sample once, the failure never
     heat_all = np.concatenate([f.ravel() for (g, _), f in data.items() if "heat" in g])
+    heat = layout.families.index("heat")
+    assert layout.stats["heat"]["mean"][0] == pytest.approx(heat_all.mean(), rel=1e-5)
+    assert layout.stats["heat"]["std"][0] == pytest.approx(heat_all.std(), rel=1e-5)
+    assert layout.stats["heat"]["std"][1:] == [1.0, 1.0]  # slots heat does not have
     for b in batches:
         B, T, C, X, Y, Z = b["fields"].shape
-        assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["dim"] == 2 else (9, 1, 1))
-        assert b["fields"].dtype == torch.float32 and b["family_id"].shape == (B,)
+        assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["grid"].dim == 2 else (9, 1, 1))
+        assert b["fields"].dtype == torch.float32 and b["family"].shape == (B,)
+        assert isinstance(b["group"], str) and len(set(b["family"].tolist())) == 1  # one group
+        assert b["solved"].all()
         for k in range(B):
-            fam = b["family"][k]
-            assert ds.families[b["family_id"][k]] == fam
-            mask = b["channel_mask"][k]
-            stored = data[(b["group"][k], int(b["index"][k]))]
-            physical = b["fields"][k][:, mask] * b["std"][k][mask].view(1, -1, 1, 1, 1)
-            physical += b["mean"][k][mask].view(1, -1, 1, 1, 1)
-            np.testing.assert_allclose(physical.numpy(), stored, rtol=1e-5, atol=1e-5)
+            mask = b["present"][k]
+            stored = data[(b["group"], int(b["index"][k]))]
+            np.testing.assert_array_equal(b["fields"][k][:, mask].numpy(), stored)  # physical
             assert not b["fields"][k][:, ~mask].any()
-            if fam == "heat":
-                assert mask.tolist() == [True, False, False] and not b["input_mask"][k].any()
-                assert b["mean"][k, 0] == pytest.approx(heat_all.mean(), rel=1e-5)
-                assert b["std"][k, 0] == pytest.approx(heat_all.std(), rel=1e-5)
-                assert b["param_mask"][k].tolist() == [True, True, False, False]
+            if b["family"][k] == heat:
+                assert mask.tolist() == [True, False, False]
+                assert b["predicted"][k].tolist() == [True, False, False]
+                assert b["params"][k, 2:].tolist() == [0.0, 0.0]  # padding
             else:
-                assert b["input_mask"][k].tolist() == [False, True, True]
+                assert b["predicted"][k].tolist() == [True, False, False]  # bx, by: inputs
                 assert b["params"][k].tolist() == pytest.approx(ADV.parse_params().vector())
-    assert [b["family"] for b in batches].count(["heat", "advection_diffusion"]) + [
-        b["family"] for b in batches
-    ].count(["advection_diffusion", "heat"]) >= 1  # families share batches of one grid
+            assert b["params_norm"][k].abs().max() <= 1.0
 
 
 def test_shards_are_disjoint_and_even(mixed_store):
@@ -126,7 +127,7 @@ def test_prefetch_zero_reads_the_same_batches_in_the_consumers_thread(mixed_stor
     assert not {t.name for t in threading.enumerate()} - before  # no thread was started
     assert _seen(inline) == _seen(background)
     for a, b in zip(inline, background, strict=True):
-        assert torch.equal(a["fields"], b["fields"]) and torch.equal(a["mean"], b["mean"])
+        assert torch.equal(a["fields"], b["fields"]) and torch.equal(a["params"], b["params"])
     with pytest.raises(UserInputError, match="prefetch must be 0 or more"):
         StoreDataset(url, batch_size=2, prefetch=-1)
 
@@ -137,14 +138,16 @@ def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):
     # one real spawned worker: the dataset pickles, re-opens the store and streams from there
     loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
     assert sorted(_seen(loader)) == sorted(data)
-    # the split between workers, in this process (a worker differs only in get_worker_info)
+    # the split between workers, in this process (a worker differs only in get_worker_info):
+    # batch i of the rank's epoch to worker i mod 2
     parts = []
     for worker in (0, 1):
         info = SimpleNamespace(num_workers=2, id=worker)
         monkeypatch.setattr(loader_module, "get_worker_info", lambda info=info: info)
-        parts.append(_seen(ds))
-    assert not set(parts[0]) & set(parts[1])
-    assert len(parts[0]) == len(parts[1]) and len(parts[0] + parts[1]) >= len(data) - 2
+        parts.append(list(ds))
+    assert not set(_seen(parts[0])) & set(_seen(parts[1]))
+    assert len(parts[0]) == len(parts[1]) == 3  # 2 + 2 + 2 batches of 2 samples
+    assert sorted(_seen(parts[0]) + _seen(parts[1])) == sorted(data)
 
 
 def test_corrupt_chunk_stops_the_loader_naming_the_sample(mixed_store, tmp_path):
@@ -178,10 +181,8 @@ def test_ray_data_shards_stream_the_same_batches(ray_local, mixed_store):
     assert not set(seen[0]) & set(seen[1])
     assert sorted(seen[0] + seen[1]) == sorted(data)
     for b in out[0] + out[1]:
-        assert len({tuple(b["fields"].shape[1:])}) == 1
-        for k in range(len(b["group"])):
-            mask = b["channel_mask"][k]
-            physical = b["fields"][k][:, mask] * b["std"][k][mask].view(1, -1, 1, 1, 1)
-            physical += b["mean"][k][mask].view(1, -1, 1, 1, 1)
-            stored = data[(b["group"][k], int(b["index"][k]))]
-            np.testing.assert_allclose(physical.numpy(), stored, rtol=1e-5, atol=1e-5)
+        assert isinstance(b["group"], str)  # one group per batch
+        for k in range(len(b["index"])):
+            mask = b["present"][k]
+            stored = data[(b["group"], int(b["index"][k]))]
+            np.testing.assert_array_equal(b["fields"][k][:, mask].numpy(), stored)

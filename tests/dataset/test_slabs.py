@@ -217,7 +217,7 @@ def test_format_5_samples_in_chunks_read_everywhere(tmp_path):
     assert ds["checksum"].dims == ("sample", "t_block", "x_block")
     np.testing.assert_array_equal(ds["fields"].isel(sample=2).values, samples[2].fields)
     assert plot_sample(group, 1, tmp_path / "pic.png").read_bytes()[:4] == b"\x89PNG"
-    batches = list(StoreDataset(url, batch_size=2, seed=None, normalize=False, prefetch=1))
+    batches = list(StoreDataset(url, batch_size=2, seed=None, prefetch=1))
     got = {int(i): b["fields"][j].numpy() for b in batches for j, i in enumerate(b["index"])}
     for k, s in enumerate(samples):
         np.testing.assert_array_equal(got[k], s.fields)

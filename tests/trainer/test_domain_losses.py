@@ -21,7 +21,7 @@ from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.halo import extended, with_halo
 from pdeladder.trainer.distributed.slab import DomainLayout, bounds
 from pdeladder.trainer.losses import equation_loss, relative_errors, relative_loss
-from pdeladder.trainer.training.data import make_batch
+from pdeladder.dataset.collate import make_batch
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.validation import sample_scores
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pdeladder.cli import app
+from pdeladder.dataset.catalog import split
 from pdeladder.trainer.evaluate import evaluate_checkpoint
-from pdeladder.trainer.training.data import split
 
 HELD_OUT = 0.3
 

@@ -122,7 +122,7 @@ def test_evaluate_reports_pdebench_and_well_beside_the_baseline(
     from typer.testing import CliRunner
 
     from pdeladder.cli import app
-    from pdeladder.trainer.training.data import split
+    from pdeladder.dataset.catalog import split
 
     url, (heat, _) = known_store.url, known_store.paths
     ckpt = operator_checkpoint(tmp_path / "model", url, known_store.paths, persistence=True)

@@ -15,6 +15,8 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from pdeladder.cli import app
+from pdeladder.dataset.catalog import split
+from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
 from pdeladder.solvers.family import Sample, SolveStats
@@ -22,7 +24,6 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import predict_store
-from pdeladder.trainer.training.data import make_batch, split
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
@@ -42,7 +43,9 @@ def model_output(ckpt: Path, group, index: int) -> np.ndarray:
     model, meta = load_model(ckpt)
     layout = SlotLayout.from_json(meta["layout"])
     fields = group.read(index)[None]
-    batch = make_batch(layout, group.family, group.grid, fields, group.params()[[index]], True)
+    batch = make_batch(
+        layout, group.family, group.grid, fields, group.params()[[index]], solved=True
+    )
     pred = predict(model.eval(), DataProcessor(layout), batch)  # (1, C_slots, T, X, Y, Z)
     slots = layout.slot_indices(get_family(group.family), group.grid.dim)
     return pred[0, slots].movedim(0, 1).numpy()

@@ -29,6 +29,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from pdeladder.dataset.catalog import Catalog
+from pdeladder.dataset.loader import StoreDataset
 from pdeladder.solvers.grid import Grid
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
@@ -38,7 +40,6 @@ from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.data import StoreBatches
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
@@ -130,8 +131,8 @@ class UnsolvedPool:
         pool = self.pools[step % len(self.pools)]
         picks = rng.choice(len(pool), size=min(self.batch_size, len(pool)), replace=False)
         chosen = [pool[i] for i in sorted(picks)]
-        out = {k: torch.cat([c[k] for c in chosen]) for k in chosen[0] if k != "grid"}
-        return {**out, "grid": chosen[0]["grid"]}
+        tensors = [k for k, v in chosen[0].items() if isinstance(v, torch.Tensor)]
+        return {**chosen[0], **{k: torch.cat([c[k] for c in chosen]) for k in tensors}}
 
 
 def check_same_weights(model: torch.nn.Module) -> None:
@@ -190,15 +191,15 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     sharded_fraction = local / sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"]["initial"], weight_decay=1e-4)
     processor = DataProcessor(layout, device)
-    data = StoreBatches(
-        store_url=cfg["store_url"],
-        paths=cfg["paths"],
-        layout=layout,
+    catalog = Catalog.build(
+        cfg["store_url"], groups=cfg["paths"], layout=layout, held_out=cfg["held_out"]
+    )
+    data = StoreDataset(
+        catalog,
         batch_size=cfg["batch_size"],
-        rank=dp_rank,
-        world=dims.dp,
         seed=cfg["seed"],
-        held_out=cfg["held_out"],
+        rank=dp_rank,
+        world_size=dims.dp,
         domain=domain,
     )
     weights = LossWeights(**cfg["weights"])

@@ -1,17 +1,9 @@
 """The data processor: batch → model inputs (normalised, on the device) and model output →
 physical fields. The training loop only calls ``inputs`` → model → ``physical`` → losses.
 
-A **batch** is a dict; every sample in it shares one grid (batches never mix resolutions)::
-
-    fields     float32 (B, T, C, X, Y, Z)  physical units, channel slots (zeros where absent);
-                                           for unsolved samples only snapshot 0 is meaningful
-    present    bool    (B, C)              slots the sample's family has
-    predicted  bool    (B, C)              slots the model predicts (present, role output)
-    params     float32 (B, P)              physical parameters in the family's order, padded
-    params_norm float32 (B, n_params)      the same in [-1, 1] (SlotLayout.normalise_params)
-    family     int64   (B,)                family ids (SlotLayout.families)
-    solved     bool    (B,)                whether ``fields`` hold a solver trajectory
-    grid       Grid                        the shared grid
+A **batch** is the loader's dict (:mod:`pdeladder.dataset.loader` documents its keys and
+shapes; :func:`pdeladder.dataset.collate.make_batch` makes one without a store): physical
+``fields`` ``(B, T, C, X, Y, Z)`` in the layout's channel slots, all of one group's grid.
 """
 
 from typing import Any

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.data import make_batch
 from pdeladder.trainer.training.layout import SlotLayout
 
 
