@@ -87,6 +87,12 @@ class Training(BaseModel):
         None, ge=1, description="Fourier modes kept per axis in this stage (grow with resolution)"
     )
     self_improvement: SelfImprovement | None = None
+    replay: list[str] = Field(
+        default_factory=list,
+        description="earlier stages whose groups this stage trains on too, mixed into its "
+        "batches (rehearsal against forgetting; or, on the last stage alone, every stage's "
+        "samples shuffled together)",
+    )
     domain_ranks: int | Literal["auto"] = Field(
         1,
         description="ranks that split each sample along x; auto: the fewest whose predicted "
@@ -192,6 +198,17 @@ class Curriculum(BaseModel):
         names = [s.name for s in self.stages]
         if dupes := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"stage names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @model_validator(mode="after")
+    def _replay_earlier_stages(self) -> "Curriculum":
+        names = [s.name for s in self.stages]
+        for k, stage in enumerate(self.stages):
+            if wrong := [n for n in stage.training.replay if n not in names[:k]]:
+                raise ValueError(
+                    f"stage {stage.name!r}: replay {', '.join(wrong)}: not an earlier stage; "
+                    f"earlier: {', '.join(names[:k]) or 'none'}"
+                )
         return self
 
     @model_validator(mode="after")

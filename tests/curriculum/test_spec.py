@@ -160,3 +160,13 @@ def test_cli_schema_and_validate(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["curriculum", "validate", str(bad)])
     assert isinstance(res.exception, CurriculumError)  # `main` prints it and exits 2
     assert f"{bad}:11: stages[0].families[0].params.difusivity: unknown field" in str(res.exception)
+
+
+def test_replay_names_earlier_stages_only() -> None:
+    second = GOOD[GOOD.index("  - name: s0") :].replace("name: s0", "name: s1")
+    ok = parse_curriculum(GOOD + second.replace("steps: 10\n", "steps: 10\n      replay: [s0]\n"))
+    assert ok.stage("s1").training.replay == ["s0"] and ok.stage("s0").training.replay == []
+    for bad, words in (("s1", "replay s1: not an earlier stage; earlier: s0"), ("sx", "sx")):
+        text = GOOD + second.replace("steps: 10\n", f"steps: 10\n      replay: [{bad}]\n")
+        with pytest.raises(CurriculumError, match=words):
+            parse_curriculum(text)

@@ -65,13 +65,20 @@ def stage_paths(spec, stage, store_url: str) -> list[str]:
     return paths
 
 
+def training_paths(spec, stage, store_url: str) -> list[str]:
+    """The groups a stage trains on: its own, then those of the stages it replays."""
+    replayed = [spec.stage(n) for n in stage.training.replay]
+    return [p for s in (stage, *replayed) for p in stage_paths(spec, s, store_url)]
+
+
 def build_layout(spec, store_url: str, stages) -> SlotLayout:
-    """Slots for every family of the curriculum, statistics from the stages' stored groups."""
+    """Slots for every family of the curriculum, statistics from the groups the stages train
+    on."""
     names = [e.family for s in spec.stages for e in s.families]
     dims = sorted({d for s in spec.stages for e in s.families for d in e.dims})
     layout = SlotLayout.for_families(names, dims)
     store = open_store(store_url)
-    paths = [p for s in stages for p in stage_paths(spec, s, store_url)]
+    paths = list(dict.fromkeys(p for s in stages for p in training_paths(spec, s, store_url)))
     layout.set_stats(family_stats(store.group(p) for p in paths))
     return layout
 
@@ -140,7 +147,7 @@ def stage_config(
         "layout": layout.to_json(),
         "warm_start": str(warm_start) if warm_start else None,
         "store_url": store_url,
-        "paths": stage_paths(spec, stage, store_url),
+        "paths": training_paths(spec, stage, store_url),
         "steps": tr.steps,
         "batch_size": tr.batch_size,
         "lr": tr.learning_rate.model_dump(),
