@@ -90,6 +90,15 @@ def evaluate(
             "cRMSE, bRMSE, fRMSE), well (VRMSE) or all; each beside its baseline."
         ),
     ] = Metrics.ours,
+    domain_ranks: Annotated[
+        int,
+        typer.Option(
+            "--domain-ranks",
+            min=1,
+            help="Processes that each run the model on an x slab of every sample (gloo); the "
+            "predictions go to OUT/predictions.zarr.",
+        ),
+    ] = 1,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -100,7 +109,9 @@ def evaluate(
         ratio_cell,
     )
 
-    report = evaluate_checkpoint(checkpoint, store, out, metrics=metrics.value)
+    report = evaluate_checkpoint(
+        checkpoint, store, out, metrics=metrics.value, domain_ranks=domain_ranks
+    )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return

@@ -29,6 +29,8 @@ first sample at the final snapshot.
 import itertools
 import json
 import math
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +43,15 @@ from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
-from pdeladder.trainer.predict import knows
+from pdeladder.trainer.predict import knows, predict_store
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, sample_scores
 
 #: Scores averaged over a family's groups, weighted by their samples.
 FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
+#: Samples of a group evaluated (its first held-out ones).
+EVALUATED = 16
 #: Relative margin by which a model's nRMSE must undercut its baseline's to beat it.
 BEAT_MARGIN = 1e-4
 #: The metric conventions ``evaluate --metrics`` names, and the report sections each adds to
@@ -230,10 +234,16 @@ def evaluate_checkpoint(
     out_dir: str | Path | None = None,
     held_out: float = 0.1,
     metrics: str = "ours",
+    domain_ranks: int = 1,
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
-    :data:`CONVENTIONS` (``ours``, ``pdebench``, ``well``, ``all``)."""
+    :data:`CONVENTIONS` (``ours``, ``pdebench``, ``well``, ``all``).
+
+    ``domain_ranks > 1``: the model runs on that many processes, each on an x slab of every
+    sample (:func:`~pdeladder.trainer.predict.predict_store` into ``out_dir/predictions.zarr``,
+    or a temporary store), and the scores are computed from the stored predictions: one process
+    then holds the evaluated samples' fields, never the model's activations on them."""
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     model, meta = load_model(checkpoint)
@@ -243,8 +253,7 @@ def evaluate_checkpoint(
     store = open_store(store_url)
     trained = set(meta.get("paths", []))
     trained_res = {p.split("/")[1] + "/" + p.split("/")[2].split("_n")[0] for p in trained}
-    groups: dict[str, Any] = {}
-    plots = []
+    chosen = {}  # path -> (group, seen, its data, the baseline's samples, evaluated samples)
     for path in store.groups():
         g = store.group(path)
         if not knows(layout, g):
@@ -253,28 +262,44 @@ def evaluate_checkpoint(
         catalog = Catalog.build(
             store_url, groups=[path], layout=layout, held_out=held_out if seen else 1.0
         )
-        data, split = StoreDataset(catalog, batch_size=8), catalog.groups[path]
+        split = catalog.groups[path]
         test = split.test if seen else np.concatenate([split.train, split.test])
-        if len(test) == 0:
-            continue
-        batch = data.load(path, test[:16])
-        pred = predict(model, processor, batch)
-        mean, baseline = None, "persistence"
-        if g.grid.snapshots == 1:
-            mean = mean_field(data, path, split.train if seen else test)
-            baseline = "training mean field" if seen else "group mean field"
-        report = group_report(
-            pred, batch, layout, baseline_prediction(batch, mean), CONVENTIONS[metrics]
-        )
-        report["baseline"] = baseline
-        fam_dim = f"{g.family}/{g.grid.dim}d"
-        report["kind"] = (
-            "held_out" if seen else ("other_resolution" if fam_dim in trained_res else "unseen")
-        )
-        groups[path] = report
-        plots.append((path, pred, batch))
-    if not groups:
+        if len(test):
+            data = StoreDataset(catalog, batch_size=8)
+            chosen[path] = (g, seen, data, split.train if seen else test, test[:EVALUATED])
+    if not chosen:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
+    with ExitStack() as stack:
+        if domain_ranks > 1:
+            if out_dir is not None:
+                pred_url = str(Path(out_dir, "predictions.zarr"))
+            else:
+                pred_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
+            predict_store(
+                checkpoint, store_url, pred_url, list(chosen), force=True,
+                domain_ranks=domain_ranks, samples={p: c[4].tolist() for p, c in chosen.items()},
+            )  # fmt: skip
+        groups, plots = {}, []
+        for path, (g, seen, data, train, test) in chosen.items():
+            batch = data.load(path, test)
+            if domain_ranks > 1:
+                pred = stored_prediction(pred_url, path, layout, test)
+            else:
+                pred = predict(model, processor, batch)
+            mean, baseline = None, "persistence"
+            if g.grid.snapshots == 1:
+                mean = mean_field(data, path, train)
+                baseline = "training mean field" if seen else "group mean field"
+            report = group_report(
+                pred, batch, layout, baseline_prediction(batch, mean), CONVENTIONS[metrics]
+            )
+            report["baseline"] = baseline
+            fam_dim = f"{g.family}/{g.grid.dim}d"
+            report["kind"] = (
+                "held_out" if seen else ("other_resolution" if fam_dim in trained_res else "unseen")
+            )
+            groups[path] = report
+            plots.append((path, pred, batch))
     families: dict[str, dict[str, Any]] = {}
     for path, r in groups.items():
         f = families.setdefault(
@@ -298,6 +323,15 @@ def evaluate_checkpoint(
     if out_dir is not None:
         write_report(report, plots, layout, Path(out_dir))
     return report
+
+
+def stored_prediction(url: str, path: str, layout: SlotLayout, indices: np.ndarray) -> torch.Tensor:
+    """The predictions of samples ``indices`` of group ``path`` in the prediction store at
+    ``url``, ``(B, C, T, X, Y, Z)`` physical in ``layout``'s channel slots."""
+    catalog = Catalog.build(url, groups=[path], layout=layout)
+    return (
+        StoreDataset(catalog, batch_size=len(indices)).load(path, indices)["fields"].movedim(2, 1)
+    )
 
 
 def ratio_cell(scores: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from pdeladder.dataset.collate import make_batch
-from pdeladder.dataset.format import FAILED, MUTABLE_ATTRS, OK, slabs
+from pdeladder.dataset.format import FAILED, MISSING, MUTABLE_ATTRS, OK, slabs
 from pdeladder.dataset.store import Group, Store, group_metadata, open_store, read_samples
 from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.solvers.family import Sample, SolveStats
@@ -206,6 +206,7 @@ def predict_store(
     device: str = "cpu",
     progress: Progress | None = None,
     domain_ranks: int = 1,
+    samples: dict[str, list[int]] | None = None,
 ) -> dict[str, int]:
     """Write the predictions of the model in ``checkpoint`` for ``groups`` of ``store_url``
     (default: every group the model knows) into a new store at ``out_url``; returns the samples
@@ -216,6 +217,9 @@ def predict_store(
     ``domain_ranks > 1`` runs that many processes on gloo that split every sample along x: each
     reads, predicts and writes only its x slab (its spectral transforms summed over the group),
     and no process ever holds a whole sample.
+
+    ``samples`` restricts a group to the sample indices it lists (the others stay missing in
+    the prediction store), as ``evaluate`` does for the held-out samples.
     """
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
@@ -264,7 +268,7 @@ def predict_store(
         targets[path] = target_group(
             out, source, {**provenance, "source_group": path}, domain_ranks
         )
-        status = source.status()
+        status = chosen(source.status(), (samples or {}).get(path))
         failed = np.flatnonzero(status == FAILED)
         if len(failed):
             records = {name: source.column(name) for name in ("params", "seed", "reason")}
@@ -279,6 +283,7 @@ def predict_store(
         "batch_size": batch_size,
         "device": device,
         "provenance": provenance,
+        "samples": samples or {},
     }
     bars = {
         p: progress(p, f + n) if progress else (lambda _: None) for p, (f, n) in pending.items()
@@ -292,6 +297,16 @@ def predict_store(
     for target in targets.values():
         target.update_stats()
     return {path: n for path, (_, n) in pending.items()}
+
+
+def chosen(status: np.ndarray, indices: list[int] | None) -> np.ndarray:
+    """A group's ``status`` column with the samples not in ``indices`` (when given) marked
+    missing: the samples a prediction job leaves out."""
+    if indices is None:
+        return status
+    keep = np.zeros(len(status), bool)
+    keep[np.asarray(indices, dtype=np.int64)] = True
+    return np.where(keep, status, MISSING)
 
 
 def predict_groups(
@@ -322,7 +337,7 @@ def predict_groups(
             grid = source.grid
             layout = slab_layout(grid, domain.size, model.config.padding)
             slab = layout.slab((grid.snapshots, *grid.shape), rank)
-        ok = np.flatnonzero(status == OK)
+        ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
             predict_into(model, processor, source, target, part, records, provenance, slab)
@@ -340,10 +355,11 @@ def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]]
         init = f"file://{folder}/rendezvous"
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         command = [sys.executable, "-m", "pdeladder.trainer.predict", str(spec), init, str(k)]
-        procs = [
-            subprocess.Popen([*command, str(r)], env=env, stderr=subprocess.PIPE, text=True)
-            for r in range(k)
-        ]
+        logs = [Path(folder, f"rank{r}.err") for r in range(k)]  # files: a pipe could fill up
+        procs = []
+        for r, log in enumerate(logs):
+            with log.open("w") as err:
+                procs.append(subprocess.Popen([*command, str(r)], env=env, stderr=err))
         shown = dict.fromkeys(targets, 0)
         while any(p.poll() is None for p in procs):
             time.sleep(0.5)
@@ -351,10 +367,9 @@ def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]]
                 done = int((target.status() == OK).sum())
                 bars[path](done - shown[path])
                 shown[path] = done
-        errors = [(r, p.stderr.read()) for r, p in enumerate(procs) if p.returncode]
-        if errors:
-            rank, text = errors[0]
-            raise PdeladderError(f"predict: rank {rank} of {k} failed: {text.strip()[-2000:]}")
+        if failed := [r for r, p in enumerate(procs) if p.returncode]:
+            text = logs[failed[0]].read_text().strip()[-2000:]
+            raise PdeladderError(f"predict: rank {failed[0]} of {k} failed: {text}")
         for path, (target, _) in targets.items():
             bars[path](int((target.status() == OK).sum()) - shown[path])
 

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
+from pdeladder.dataset.format import OK
+from pdeladder.dataset.store import open_store
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 
 HELD_OUT = 0.3
@@ -78,3 +80,24 @@ def test_evaluate_command_prints_baseline_and_ratio(
     assert result.exit_code == 0, result.output
     for text in ("baseline", "ratio", "persistence", "training mean field", paths[0]):
         assert text in result.output
+
+
+def test_two_domain_ranks_score_what_one_process_scores(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    """`evaluate --domain-ranks 2` runs the model on x slabs in two processes and scores the
+    stored predictions: every score equals the one-process evaluation's, and the prediction
+    store holds the evaluated (held-out) samples only."""
+    url, paths = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, paths)
+    one = evaluate_checkpoint(ckpt, url)
+    two = evaluate_checkpoint(ckpt, url, tmp_path / "eval", domain_ranks=2)
+    assert two["groups"].keys() == one["groups"].keys()
+    for path, r in one["groups"].items():
+        got = two["groups"][path]
+        for key in ("nrmse", "baseline_nrmse", "residual", "conservation_error"):
+            assert got[key] == pytest.approx(r[key], rel=1e-4, abs=1e-6), key
+        for channel, bands in r["rmse_bands"].items():
+            assert got["rmse_bands"][channel] == pytest.approx(bands, rel=1e-4, abs=1e-6)
+    held_out = open_store(str(tmp_path / "eval" / "predictions.zarr")).group(paths[0]).status()
+    assert (held_out == OK).sum() == one["groups"][paths[0]]["samples"] < len(held_out)
