@@ -5,16 +5,19 @@ Gradient convention: every rank's backward produces the gradient of the *global*
 respect to what that rank holds: its slab of the activations, and its partial share of each
 parameter's gradient (the shares of a domain group sum to the unsharded gradient).
 
-- :func:`sum_partials`: forward all-reduce (sum) of contributions that each rank then consumes
-  with data of its own (the kept Fourier block, which each rank inverts at its own points). Its
-  backward is the same all-reduce: the adjoint of "sum, then hand the sum to every rank" is
-  "sum every rank's gradient, then hand it back to every rank".
+- :func:`scatter_sum` and :func:`gather_shares`: the two halves of an all-reduce (a ring
+  all-reduce is a reduce-scatter, then an all-gather) with work between them: the kept Fourier
+  block, summed and split in equal shares of its rows, which each rank mixes alone, then
+  gathered whole again. The adjoint of a reduce-scatter is an all-gather and vice versa, so each
+  one's backward is the other.
 - :func:`sum_replicated`: forward all-reduce of a reduction (a loss's sums over points) that
   every rank then uses in the *same* computation; its backward is the identity, since each
   rank's gradient of the replicated result is already the whole gradient.
 
 Each call adds its payload to the group's :attr:`DomainGroup.sent` counter (bytes handed to the
-collective; a ring all-reduce moves ``2 (k - 1) / k`` of it per rank).
+collective; a ring all-reduce moves ``2 (k - 1) / k`` of it per rank). A reduce-scatter and the
+all-gather that completes it count as one all-reduce of the reduce-scatter's input, under
+``"all_reduce"``: the same bytes on the wire.
 """
 
 from collections import Counter
@@ -75,19 +78,6 @@ def _all_reduce(x: torch.Tensor, domain: DomainGroup, kind: str) -> torch.Tensor
     return out
 
 
-class _SumPartials(torch.autograd.Function):
-    """All-reduce forward; all-reduce backward (its adjoint)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        ctx.domain = domain
-        return _all_reduce(x, domain, "all_reduce")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return _all_reduce(grad, ctx.domain, "all_reduce"), None
-
-
 class _SumReplicated(torch.autograd.Function):
     """All-reduce forward; identity backward (the result feeds a replicated computation)."""
 
@@ -100,13 +90,59 @@ class _SumReplicated(torch.autograd.Function):
         return grad, None
 
 
-def sum_partials(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
-    """The sum of every domain rank's ``x``, consumed per rank (see the module docstring);
-    ``x`` itself without a domain group."""
-    return x if domain is None or domain.size == 1 else _SumPartials.apply(x, domain)
+def _reduce_scatter(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    x = x.contiguous()
+    domain.sent["all_reduce"] += x.numel() * x.element_size()  # with its all-gather: see above
+    out = x.new_empty(x.shape[0] // domain.size, *x.shape[1:])
+    dist.reduce_scatter_single(out, x, group=domain.group)
+    return out
+
+
+def _all_gather(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    x = x.contiguous()
+    out = x.new_empty(x.shape[0] * domain.size, *x.shape[1:])
+    dist.all_gather_single(out, x, group=domain.group)
+    return out
+
+
+class _ScatterSum(torch.autograd.Function):
+    """Reduce-scatter forward; all-gather backward (its adjoint)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+        ctx.domain = domain
+        return _reduce_scatter(x, domain)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _all_gather(grad, ctx.domain), None
+
+
+class _GatherShares(torch.autograd.Function):
+    """All-gather forward; reduce-scatter backward (its adjoint)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+        ctx.domain = domain
+        return _all_gather(x, domain)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _reduce_scatter(grad, ctx.domain), None
 
 
 def sum_replicated(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
     """The sum of every domain rank's ``x``, consumed identically by all (see the module
     docstring); ``x`` itself without a domain group."""
     return x if domain is None or domain.size == 1 else _SumReplicated.apply(x, domain)
+
+
+def scatter_sum(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    """Share ``domain.index`` of the sum of every domain rank's ``x`` ``(k · s, ...)``: rows
+    ``[index · s, (index + 1) · s)``, ``(s, ...)``."""
+    return _ScatterSum.apply(x, domain)
+
+
+def gather_shares(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    """Every domain rank's share ``x`` ``(s, ...)``, concatenated in rank order ``(k · s, ...)``."""
+    return _GatherShares.apply(x, domain)

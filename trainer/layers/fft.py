@@ -17,10 +17,11 @@ Both take the :class:`~pdeladder.trainer.distributed.slab.Slab` of the global gr
 input holds. On an axis the slab splits, the forward transform is the partial sum over the slab's
 own points (the rows of the DFT at their global offsets, kept frequencies only) and the inverse
 evaluates the kept modes at those points only: the contributions of all slabs sum to the whole
-grid's coefficients, which is all a distributed transform adds (one all-reduce,
-:class:`~pdeladder.trainer.distributed.fft.SlabFFT`).
+grid's coefficients, which is all a distributed transform adds (one all-reduce, split around
+the mixing: :class:`~pdeladder.trainer.distributed.fft.SlabFFT`).
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -93,22 +94,29 @@ class ModeSelection:
 class SpectralTransform:
     """The Fourier transform a spectral layer uses; see :class:`LocalFFT`.
 
-    Only the kept block crosses this seam, so a distributed transform moves only the kept
-    coefficients between ranks. ``sel`` comes from the global grid; ``slab`` says which part of
-    it the input holds (the whole grid by default).
+    Only kept coefficients cross this seam, so a distributed transform moves only those between
+    ranks. ``sel`` comes from the global grid; ``slab`` says which part of it the input holds
+    (the whole grid by default). The coefficients cross it flattened: ``(B, C, len(modes))``,
+    the kept modes :meth:`modes` names, in the kept block's row-major order (all ``M`` of them
+    here; a distributed transform hands each rank a share, which it alone mixes).
     """
+
+    def modes(self, sel: ModeSelection) -> range:
+        """The row-major indices into the kept block of the modes this process mixes; indices
+        from ``M`` on are padding rows (zero coefficients, dropped by :meth:`inverse`)."""
+        return range(math.prod(sel.block_shape))
 
     def forward(
         self, x: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
     ) -> torch.Tensor:
-        """``(B, C, *slab.local_shape)`` real → ``(B, C, *sel.block_shape)`` complex kept
+        """``(B, C, *slab.local_shape)`` real → ``(B, C, len(self.modes(sel)))`` complex kept
         coefficients of the global grid (``norm="forward"``: the mean of ``x`` is coefficient 0)."""
         raise NotImplementedError
 
     def inverse(
-        self, block: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+        self, coeffs: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
     ) -> torch.Tensor:
-        """Kept coefficients ``(B, C, *sel.block_shape)`` → real ``(B, C, *slab.local_shape)``,
+        """Kept coefficients ``(B, C, len(self.modes(sel)))`` → real ``(B, C, *slab.local_shape)``,
         every other coefficient taken as zero."""
         raise NotImplementedError
 
@@ -117,16 +125,17 @@ class LocalFFT(SpectralTransform):
     """This process's part of the transform, one axis at a time, pruned: the half axis first
     (its kept DFT columns), then each full axis on what is left, so each later transform runs on
     a fraction of the data; the inverse in reverse order. On the whole grid this is the whole
-    transform; on a slab, the slab's contribution to it."""
+    transform; on a slab, the slab's contribution to it (all ``M`` kept modes)."""
 
     def forward(
         self, x: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
     ) -> torch.Tensor:
-        return _Forward.apply(x, sel, slab or Slab.whole(sel.shape))
+        return _Forward.apply(x, sel, slab or Slab.whole(sel.shape)).flatten(2)
 
     def inverse(
-        self, block: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
+        self, coeffs: torch.Tensor, sel: ModeSelection, slab: Slab | None = None
     ) -> torch.Tensor:
+        block = coeffs.unflatten(2, sel.block_shape)
         return _Inverse.apply(block, sel, slab or Slab.whole(sel.shape))
 
 

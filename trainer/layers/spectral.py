@@ -10,14 +10,16 @@ The Fourier transform is delegated to a :class:`~pdeladder.trainer.layers.fft.Sp
 (pruned to the kept modes, see :mod:`pdeladder.trainer.layers.fft`). :class:`LocalFFT`
 transforms what this process holds; on a sample split across ranks the layer receives its
 :class:`~pdeladder.trainer.distributed.slab.Slab`, the kept modes come from the global grid,
-and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms with
-one all-reduce of the kept block, so the layer and the model stay as they are (docs/trainer.md,
-"Domain parallelism").
+and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms, each
+rank receiving (and mixing) its share of the kept modes, so the layer and the model stay as they
+are (docs/trainer.md, "Domain parallelism").
 
 The contraction is one real batched matrix product over the kept modes: the real and the
 imaginary parts of the coefficients, as rows, times the weights' ``(re, im)`` columns, combined
 as ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``.
 """
+
+import math
 
 import torch
 from torch import nn
@@ -72,33 +74,39 @@ class SpectralConv(nn.Module):
                 f"got {tuple(x.shape)}"
             )
         sel = ModeSelection.of(slab.shape, self.modes)  # from the global grid
+        modes = self.transform.modes(sel)  # the kept modes this process mixes (all M here)
         # FFTs run in float32 even under mixed precision (half precision needs power-of-two sizes).
         with torch.autocast(device_type=x.device.type, enabled=False):
-            block = self.transform.forward(x.float(), sel, slab)  # (B, in, kt, kx, ky, kz) complex
-            mixed = self.mix(block, sel, bias)  # (B, out, kt, kx, ky, kz) complex
+            coeffs = self.transform.forward(x.float(), sel, slab)  # (B, in, len(modes)) complex
+            mixed = self.mix(coeffs, sel, bias, modes)  # (B, out, len(modes)) complex
             return self.transform.inverse(mixed, sel, slab).to(x.dtype)  # (B, out, *local)
 
-    def mix(self, block: torch.Tensor, sel: ModeSelection, bias=None) -> torch.Tensor:
-        """``W · block`` per kept mode: ``(B, in, *kept)`` → ``(B, out, *kept)`` complex, as one
-        real batched product over the ``M`` kept modes; ``bias`` ``(out,)`` is added to mode 0
-        (the zero frequency)."""
-        b = block.shape[0]
-        # (M, 2B, in): the real parts of the B samples' coefficients, then their imaginary parts
-        rows = torch.view_as_real(block).flatten(2, -2).permute(2, 3, 0, 1)
-        rows = rows.reshape(-1, 2 * b, self.in_channels)
-        prod = torch.bmm(rows, self.kept_weight(sel).flatten(2))  # (M, 2B, 2·out): × (re, im)
-        re_w, im_w = prod.unflatten(2, (self.out_channels, 2)).unbind(-1)  # (M, 2B, out) each
+    def mix(
+        self, coeffs: torch.Tensor, sel: ModeSelection, bias=None, modes: range | None = None
+    ) -> torch.Tensor:
+        """``W · coeffs`` per kept mode: ``(B, in, len(modes))`` → ``(B, out, len(modes))``
+        complex, as one real batched product over the modes; ``modes`` (default: all ``M``)
+        are row-major indices into the kept block; ``bias`` ``(out,)`` is added to mode 0 (the
+        zero frequency) where ``modes`` holds it."""
+        modes = range(math.prod(sel.block_shape)) if modes is None else modes
+        b = coeffs.shape[0]
+        # (m, 2B, in): the real parts of the B samples' coefficients, then their imaginary parts
+        rows = torch.view_as_real(coeffs).permute(2, 3, 0, 1).reshape(-1, 2 * b, self.in_channels)
+        prod = torch.bmm(rows, self.kept_weight(sel, modes).flatten(2))  # (m, 2B, 2·out)
+        re_w, im_w = prod.unflatten(2, (self.out_channels, 2)).unbind(-1)  # (m, 2B, out) each
         real = re_w[:, :b] - im_w[:, b:]  # (a + ib)(c + id) = (ac - bd) + i(ad + bc)
         imag = im_w[:, :b] + re_w[:, b:]
-        if bias is not None:
-            real[0] += bias.float()
-        mixed = torch.view_as_complex(torch.stack([real, imag], dim=-1))  # (M, B, out)
-        return mixed.permute(1, 2, 0).unflatten(2, sel.block_shape)
+        if bias is not None:  # 0 · bias where mode 0 is not: a zero gradient, not none
+            real[0] += bias.float() * float(0 in modes)
+        mixed = torch.view_as_complex(torch.stack([real, imag], dim=-1))  # (m, B, out)
+        return mixed.permute(1, 2, 0)
 
-    def kept_weight(self, sel: ModeSelection) -> torch.Tensor:
-        """The complex weights of ``sel``'s kept modes as real ``(M, in, out, 2)`` (modes in the
-        kept block's row-major order): the stored ``W(k)``, or, when the half axis is not ``z``,
-        the Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
+    def kept_weight(self, sel: ModeSelection, modes: range | None = None) -> torch.Tensor:
+        """The complex weights of ``sel``'s kept ``modes`` (row-major indices into the kept
+        block, those from ``M`` on padding; default all) as real ``(len(modes), in, out, 2)``:
+        the stored ``W(k)``, or, when the half axis is not ``z``, the Hermitian part
+        ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
+        modes = range(math.prod(sel.block_shape)) if modes is None else modes
         weight = self.weight.float().flatten(2, 5)  # (in, out, modes stored, 2)
         index, negated = [], []
         for a, (n, m) in enumerate(zip(sel.shape, self.modes, strict=True)):
@@ -107,10 +115,15 @@ class SpectralConv(nn.Module):
             # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
             negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
         shape = _weight_shape(self.modes)
+        # padding rows past the block's M modes take mode M - 1's weights (on zero coefficients)
+        share = torch.arange(modes.start, modes.stop, device=weight.device)
+        share = share.clamp_max(math.prod(sel.block_shape) - 1)
         if sel.half == 3:  # the stored layout: z is the half axis
-            kept = weight.index_select(2, _flat_index(index, shape, weight.device))
+            kept = weight.index_select(2, _flat_index(index, shape, weight.device)[share])
         else:
-            both = torch.cat([_flat_index(ix, shape, weight.device) for ix in (index, negated)])
+            both = torch.cat(
+                [_flat_index(ix, shape, weight.device)[share] for ix in (index, negated)]
+            )
             pair = weight.index_select(2, both).unflatten(2, (2, -1))  # W(k), W(-k)
             halves = torch.tensor([[0.5, 0.5], [0.5, -0.5]], device=weight.device)  # ½, ½ conj
             kept = (pair * halves[:, None, :]).sum(2)
