@@ -6,6 +6,7 @@ shapes; :func:`pdeladder.dataset.collate.make_batch` makes one without a store):
 ``fields`` ``(B, T, C, X, Y, Z)`` in the layout's channel slots, all of one group's grid.
 """
 
+import math
 from typing import Any
 
 import torch
@@ -30,16 +31,23 @@ class DataProcessor:
             for k, v in batch.items()
         }
 
-    def _stats(self, family: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, C, 1, 1, 1, 1)`` mean and std of each sample's family."""
-        shape = (-1, self.mean.shape[1], 1, 1, 1, 1)
-        return self.mean[family].reshape(shape), self.std[family].reshape(shape)
+    def _stats(self, family: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """Mean and std of each sample's family, ``(B, C)`` viewed as ``shape``."""
+        return self.mean[family].view(shape), self.std[family].view(shape)
+
+    # Both directions work on views with the grid points flattened: on the CPU, broadcasting
+    # per-(sample, channel) statistics over six axes with trailing singletons is about 20x
+    # slower than over four (measured with torch 2.9, one thread), the same values.
 
     def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
         """The batch's fields normalised, in model layout ``(B, C, T, X, Y, Z)`` (0 where absent)."""
-        mean, std = self._stats(batch["family"])
-        f = (batch["fields"].movedim(2, 1) - mean) / std
-        return f * batch["present"][:, :, None, None, None, None]
+        fields = batch["fields"]  # (B, T, C, X, Y, Z)
+        b, t, c, *space = fields.shape
+        per = (b, 1, c, 1)
+        mean, std = self._stats(batch["family"], per)
+        mean = mean * batch["present"].view(per)  # absent slots hold zeros: they stay 0
+        flat = fields.reshape(b, t, c, math.prod(space))
+        return (flat - mean).div_(std).view(fields.shape).movedim(2, 1)
 
     def inputs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Model inputs ``x`` ``(B, 2C + n_params, T, X, Y, Z)`` and ``family`` ``(B,)``.
@@ -58,5 +66,6 @@ class DataProcessor:
 
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
         """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same layout."""
-        mean, std = self._stats(family)
-        return pred * std + mean
+        b, c, *rest = pred.shape
+        mean, std = self._stats(family, (b, c, 1))
+        return (pred.reshape(b, c, math.prod(rest)) * std + mean).view(pred.shape)
