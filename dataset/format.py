@@ -15,6 +15,7 @@ import numpy as np
 from zarr.codecs import BloscCodec, ZstdCodec
 
 from pdeladder.errors import FormatError
+from pdeladder.solvers import grid
 
 FORMAT_NAME = "pdeladder"
 FORMAT_VERSION = 5
@@ -114,9 +115,8 @@ def group_path(stage: str, family: str, dim: int, resolution: int, snapshots: in
 
 
 def spatial_shape(meta: dict[str, Any]) -> tuple[int, int, int]:
-    """``(X, Y, Z)`` of a group, singleton axes beyond its dimension."""
-    n, dim = meta["resolution"], meta["dim"]
-    return tuple(n if a < dim else 1 for a in range(3))  # type: ignore[return-value]
+    """``(X, Y, Z)`` of a group, singleton axes beyond its dimension (:class:`Grid`'s shape)."""
+    return grid.spatial_shape(meta["dim"], meta["resolution"])
 
 
 def chunking(snapshots: int, channels: int, shape: tuple[int, int, int]) -> tuple[int, int]:

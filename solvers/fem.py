@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+import ufl
 from dolfinx import fem, mesh
 
 from pdeladder.errors import SolveError
@@ -229,6 +230,15 @@ def choose_solver(kind: str, dim: int, dofs: int) -> str:
     raise ValueError(f"unknown system kind {kind!r}")
 
 
+def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
+    """The PETSc options of the named solver on ``comm``: :data:`SOLVERS`, with MUMPS for a
+    factorization on more than one rank."""
+    options = dict(SOLVERS[solver])
+    if solver in ("cholesky", "lu") and comm.size > 1:
+        options["pc_factor_mat_solver_type"] = "mumps"
+    return options
+
+
 def make_ksp(comm: MPI.Comm, A: Any, solver: str, prefix: str) -> Any:
     """A PETSc KSP for the matrix ``A`` with the named settings, set up once for reuse.
 
@@ -240,23 +250,38 @@ def make_ksp(comm: MPI.Comm, A: Any, solver: str, prefix: str) -> Any:
     ksp = PETSc.KSP().create(comm)
     ksp.setOptionsPrefix(prefix)
     opts = PETSc.Options()
-    for key, value in SOLVERS[solver].items():
+    options = solver_options(comm, solver)
+    for key, value in options.items():
         opts[f"{prefix}{key}"] = value
-    if solver in ("cholesky", "lu") and comm.size > 1:
-        opts[f"{prefix}pc_factor_mat_solver_type"] = "mumps"
     ksp.setOperators(A)
     ksp.setFromOptions()
     ksp.setUp()
-    for key in SOLVERS[solver]:
+    for key in options:
         opts.delValue(f"{prefix}{key}")
     return ksp
 
 
-def solve_checked(ksp: Any, b: Any, x: Any) -> int:
-    """``ksp.solve(b, x)``, raising :class:`SolveError` unless PETSc reports convergence;
-    returns the iteration count."""
-    ksp.solve(b, x)
+def converged(ksp: Any) -> int:
+    """The iteration count of ``ksp``'s last solve, raising :class:`SolveError` unless PETSc
+    reports convergence (DOLFINx does not check it)."""
     reason = ksp.getConvergedReason()
     if reason <= 0:
         raise SolveError(f"Krylov solve diverged (PETSc reason {reason})")
     return ksp.getIterationNumber()
+
+
+def solve_checked(ksp: Any, b: Any, x: Any) -> int:
+    """``ksp.solve(b, x)``, checked by :func:`converged`; returns the iteration count."""
+    ksp.solve(b, x)
+    return converged(ksp)
+
+
+def l2_norm(*errors: Any, dx: Any = None) -> float:
+    """``sqrt(∫ Σ_k |e_k|² dx)`` over all ranks for UFL expressions ``errors`` (scalar or
+    vector) on one mesh: the L2 error of a manufactured solution. ``dx``: ``ufl.dx`` when None
+    (a measure with a quadrature degree where UFL's estimate for the exact solution is high)."""
+    integrand = errors[0] ** 2
+    for e in errors[1:]:
+        integrand = integrand + e**2
+    form = fem.form(integrand * (ufl.dx if dx is None else dx))
+    return math.sqrt(form.mesh.comm.allreduce(fem.assemble_scalar(form), op=MPI.SUM))

@@ -8,11 +8,17 @@ condition; steady problems have ``T = 1``.
 """
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from pdeladder.errors import UserInputError
+
+
+def spatial_shape(dim: int, resolution: int) -> tuple[int, int, int]:
+    """``(X, Y, Z)``: ``resolution`` points along each of the first ``dim`` axes, 1 beyond."""
+    return tuple(resolution if a < dim else 1 for a in range(3))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,7 @@ class Grid:
     @property
     def shape(self) -> tuple[int, int, int]:
         """Spatial shape ``(X, Y, Z)`` with singleton axes beyond ``dim``."""
-        n = self.resolution
-        return tuple(n if a < self.dim else 1 for a in range(3))  # type: ignore[return-value]
+        return spatial_shape(self.dim, self.resolution)
 
     @property
     def points(self) -> int:
@@ -68,6 +73,15 @@ class Grid:
     def dt(self) -> float:
         """Spacing of stored snapshots (0 for steady problems)."""
         return self.t_end / (self.snapshots - 1) if self.snapshots > 1 else 0.0
+
+    def internal_steps(self, *tau_max: float) -> int:
+        """Internal time steps per stored snapshot interval: at least one per grid spacing of
+        time (``τ <= h t_end``, so that time and space refine together; computed exactly), and
+        enough that the step ``τ = dt / n`` is at most each bound in ``tau_max`` (a stability
+        or accuracy limit; the ratio ``dt / tau`` less 1e-9 is rounded up, so that a bound
+        whose multiple ``dt`` is gets that multiple despite rounding)."""
+        every = -(-self.cells // (self.snapshots - 1))
+        return max([every, *(math.ceil(self.dt / tau - 1e-9) for tau in tau_max)])
 
     def times(self) -> np.ndarray:
         """Snapshot times ``t_k``, shape ``(T,)``, float64."""

@@ -1,5 +1,5 @@
-"""Seeded random fields on the regular grid, and the wall bubble that makes them vanish on the
-walls (pure numpy).
+"""Seeded random fields on the regular grid, the wall bubble that makes them vanish on the walls,
+and random divergence-free velocities (pure numpy).
 
 Gaussian random fields are sampled spectrally with a squared-exponential covariance
 ``C(r) = σ² exp(-r² / (2 ℓ²))``. On a non-periodic box the field is drawn on a periodic box twice
@@ -73,35 +73,34 @@ def wall_bubble(grid: Grid) -> np.ndarray:
 
 
 def divergence_free_field(
-    shape: tuple[int, int, int],
-    dim: int,
-    length_scale: float,
-    rng: np.random.Generator,
-    *,
-    std: float = 1.0,
+    grid: Grid, length_scale: float, speed: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """A smooth random divergence-free velocity field on the grid.
+    """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
 
-    In 2D ``u = curl ψ = (∂ψ/∂y, -∂ψ/∂x)`` for a random stream function ``ψ``; in 3D
-    ``u = ∇ × A`` for a random vector potential ``A``; derivatives are central differences of
-    fields drawn on the grid, so ``u`` is divergence-free to the accuracy of the grid. The result
-    is scaled to a root-mean-square speed of ``std``.
+    2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
+    random field of ``length_scale`` times the :func:`wall_bubble`, which vanishes on the walls, so
+    the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
+    differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
+    of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
+    speed ``speed``.
 
     Returns:
-        float64 array ``(dim, X, Y, Z)``.
+        float64 ``(dim, X, Y, Z)``.
     """
-    if dim == 1:
-        raise ValueError("a divergence-free field in 1D is constant; use a uniform velocity")
-    h = [1.0 / (n - 1) for n in shape[:dim]]
+    if grid.dim == 1:
+        return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
+    bubble = wall_bubble(grid)
 
     def d(f: np.ndarray, a: int) -> np.ndarray:
-        return np.gradient(f, h[a], axis=a, edge_order=2)
+        return np.gradient(f, grid.h, axis=a, edge_order=2)
 
-    if dim == 2:
-        psi = gaussian_random_field(shape, length_scale, rng)
-        u = np.stack([d(psi, 1), -d(psi, 0)])
+    def potential() -> np.ndarray:
+        return gaussian_random_field(grid.shape, length_scale, rng) * bubble
+
+    if grid.dim == 2:
+        psi = potential()
+        b = np.stack([d(psi, 1), -d(psi, 0)])
     else:
-        a = [gaussian_random_field(shape, length_scale, rng) for _ in range(3)]
-        u = np.stack([d(a[2], 1) - d(a[1], 2), d(a[0], 2) - d(a[2], 0), d(a[1], 0) - d(a[0], 1)])
-    rms = np.sqrt(np.mean(np.sum(u**2, axis=0)))
-    return u * (std / rms if rms > 0 else 0.0)
+        a = [potential() for _ in range(3)]
+        b = np.stack([d(a[2], 1) - d(a[1], 2), d(a[0], 2) - d(a[2], 0), d(a[1], 0) - d(a[0], 1)])
+    return b * (speed / np.sqrt(np.mean(np.sum(b**2, axis=0))))

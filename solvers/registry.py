@@ -5,7 +5,7 @@ from importlib import import_module
 from pdeladder.errors import UnknownNameError
 from pdeladder.solvers.family import Family
 
-#: Registry name -> "module:Class". One module per family.
+#: Registry name -> "package:Class". One package per family (its FEM part in ``<package>.fem``).
 FAMILIES: dict[str, str] = {
     "heat": "pdeladder.solvers.heat:Heat",
     "advection_diffusion": "pdeladder.solvers.advection_diffusion:AdvectionDiffusion",

@@ -27,7 +27,7 @@ import torch
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Channel, Family, Parameters, parameter
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
+from pdeladder.solvers.random_fields import divergence_free_field, gaussian_random_field
 
 
 class AdvectionDiffusionParams(Parameters):
@@ -70,7 +70,7 @@ class AdvectionDiffusion(Family):
     def initial_fields(
         self, params: AdvectionDiffusionParams, grid: Grid, rng: np.random.Generator
     ) -> np.ndarray:
-        velocity = wall_bounded_velocity(grid, params.velocity_length_scale, params.speed, rng)
+        velocity = divergence_free_field(grid, params.velocity_length_scale, params.speed, rng)
         u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
         return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
 
@@ -87,37 +87,3 @@ class AdvectionDiffusion(Family):
         u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
         lap = stencils.laplacian(u_mid, grid)
         return (u_t + advection - eps * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
-
-
-def wall_bounded_velocity(
-    grid: Grid, length_scale: float, speed: float, rng: np.random.Generator
-) -> np.ndarray:
-    """A random divergence-free velocity on the grid with ``b·n = 0`` on the walls.
-
-    2D: ``b = (∂ψ/∂y, -∂ψ/∂x)``; 3D: ``b = ∇ × A``; ``ψ`` (each component of ``A``) is a Gaussian
-    random field of ``length_scale`` times the :func:`wall_bubble`, which vanishes on the walls, so
-    the tangential derivatives there, hence ``b·n``, are zero. Derivatives are second-order central
-    differences on the grid (one-sided at the walls), so ``b`` is divergence-free to the accuracy
-    of the grid. 1D: the constant ``±speed`` (sign drawn from ``rng``). Scaled to root-mean-square
-    speed ``speed``.
-
-    Returns:
-        float64 ``(dim, X, Y, Z)``.
-    """
-    if grid.dim == 1:
-        return np.full((1, *grid.shape), speed * rng.choice([-1.0, 1.0]))
-    bubble = wall_bubble(grid)
-
-    def d(f: np.ndarray, a: int) -> np.ndarray:
-        return np.gradient(f, grid.h, axis=a, edge_order=2)
-
-    def potential() -> np.ndarray:
-        return gaussian_random_field(grid.shape, length_scale, rng) * bubble
-
-    if grid.dim == 2:
-        psi = potential()
-        b = np.stack([d(psi, 1), -d(psi, 0)])
-    else:
-        a = [potential() for _ in range(3)]
-        b = np.stack([d(a[2], 1) - d(a[1], 2), d(a[0], 2) - d(a[2], 0), d(a[1], 0) - d(a[0], 1)])
-    return b * (speed / np.sqrt(np.mean(np.sum(b**2, axis=0))))

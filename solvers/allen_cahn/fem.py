@@ -1,5 +1,5 @@
-r"""The FEM part of :mod:`pdeladder.solvers.allen_cahn`: weak form, time stepping and manufactured
-solution.
+r"""The FEM part of the Allen–Cahn equation (:mod:`pdeladder.solvers.allen_cahn`): weak form,
+time stepping and manufactured solution.
 
 Weak form, stabilised semi-implicit Euler with step :math:`\tau` and stabilisation :math:`S = 1`
 (the double-well force explicit, diffusion and :math:`S u` implicit), lumped mass
@@ -22,8 +22,6 @@ discrete free energy never increases.
 from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
 
 import math
-import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -33,13 +31,46 @@ from dolfinx import fem
 from pdeladder.errors import SolveError
 from pdeladder.solvers.allen_cahn import AllenCahn, AllenCahnParams
 from pdeladder.solvers.family import SolveStats
-from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
+from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
+from pdeladder.solvers.stepping import TimeStepper
 
 #: Stabilisation constant S of the semi-implicit scheme (half the Lipschitz constant of u - u³
 #: on [-1, 1]): energy stable for every step, maximum principle for steps up to 1.
 STABILISATION = 1.0
+
+
+class StabilisedEuler(TimeStepper):
+    """Stabilised semi-implicit Euler for Allen–Cahn with zero-flux walls on ``msh`` (P1,
+    lumped mass); the state is ``u``.
+
+    Args:
+        eps, tau: interface width and time step (at most 1 for the maximum principle).
+        source: a source ``f(x, t)`` as (UFL expression, the ``Constant`` t in it).
+    """
+
+    def __init__(
+        self, msh: Any, eps: float, tau: float, source: tuple[Any, fem.Constant] | None = None
+    ):
+        super().__init__(msh, tau)
+        self.V = V = fem.functionspace(msh, ("Lagrange", 1))
+        self.sigma = 1.0 / tau + STABILISATION
+        self.system = self.own(LumpedDiffusion(V, self.sigma, eps**2, "allen_cahn"))
+        self.dofs, self.solver = self.system.dofs, self.system.solver
+        self.load = VertexSource(V, *source) if source is not None else None
+        self.owned = V.dofmap.index_map.size_local
+        self.state = self.u = fem.Function(V)
+
+    def step(self, n: int) -> int:
+        u = self.u.x.array[: self.owned]
+        r = self.sigma * u + u - u**3
+        if self.load is not None:
+            r += self.load(n * self.tau)
+        iterations = self.system.solve(r, self.u)
+        if not np.all(np.isfinite(self.u.x.array)):
+            raise SolveError(f"non-finite values after step {n}")
+        return iterations
 
 
 def solve(
@@ -50,31 +81,18 @@ def solve(
     comm: MPI.Comm,
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`AllenCahn`."""
+    """:meth:`Family.solve` of :class:`AllenCahn`: steps no longer than the grid spacing ``h``
+    (time and space refine together; at most 1, as the maximum principle needs)."""
     u0 = family.initial_fields(params, grid, rng)
-    msh = grid_mesh(comm, grid)
-    # Internal steps no longer than the grid spacing h (time and space refine together).
     every = math.ceil(grid.dt / grid.h - 1e-9)
     steps = every * (grid.snapshots - 1)
-    frames = []
-    solver = run_stabilised_euler(
-        msh,
-        params.epsilon,
-        grid.t_end / steps,
-        steps,
-        initial=lambda u, sampler: sampler.from_grid(u, u0),
-        grid=grid,
-        stats=stats,
-        on_step=lambda n, u, sampler: frames.append(sampler.to_grid(u)) if n % every == 0 else None,
-    )
-    fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
-    return fields, {
-        "element": "P1, lumped mass",
-        "time_scheme": f"stabilised semi-implicit Euler (S = {STABILISATION:g})",
-        "time_step": grid.t_end / steps,
-        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": solver,
-    }
+    with StabilisedEuler(grid_mesh(comm, grid), params.epsilon, grid.t_end / steps) as stepper:
+        fields = stepper.trajectory(grid, u0, steps, every, stats)  # (T, 1, X, Y, Z)
+        return fields, stepper.provenance(
+            grid,
+            element="P1, lumped mass",
+            time_scheme=f"stabilised semi-implicit Euler (S = {STABILISATION:g})",
+        )
 
 
 def manufactured_error(
@@ -94,73 +112,8 @@ def manufactured_error(
     exact = phi if study == "space" else (1 + 0.5 * ufl.sin(2 * tv)) * phi
     source = ufl.diff(exact, tv) - eps**2 * ufl.div(ufl.grad(exact)) - exact + exact**3
 
-    state = {}
-    run_stabilised_euler(
-        msh,
-        eps,
-        t_end / steps,
-        steps,
-        initial=lambda u, sampler: u.interpolate(
-            fem.Expression(exact, u.function_space.element.interpolation_points)
-        ),
-        source=(source, t),
-        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-    )
-    t.value = t_end
-    err = fem.form((state["u"] - exact) ** 2 * ufl.dx(metadata={"quadrature_degree": 4}))
-    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-def run_stabilised_euler(
-    msh: Any,
-    eps: float,
-    tau: float,
-    steps: int,
-    *,
-    initial: Callable[[fem.Function, GridSampler | None], None],
-    on_step: Callable[[int, fem.Function, GridSampler | None], None],
-    grid: Grid | None = None,
-    source: tuple[Any, fem.Constant] | None = None,
-    stats: SolveStats | None = None,
-) -> str:
-    """Stabilised semi-implicit Euler for Allen–Cahn with zero-flux walls on ``msh`` (P1,
-    lumped mass).
-
-    Args:
-        eps, tau, steps: interface width, time step (at most 1 for the maximum principle), steps.
-        initial: sets the initial state ``u`` (given the grid sampler when ``grid`` is set).
-        on_step: called after step ``n`` (and with ``n = 0`` for the initial state).
-        source: a source ``f(x, t)`` as (UFL expression, the ``Constant`` t in it).
-        stats: receives dofs, steps, Krylov iterations and solve time.
-
-    Returns the name of the linear solver used.
-    """
-    V = fem.functionspace(msh, ("Lagrange", 1))
-    sampler = GridSampler(V, grid) if grid is not None else None
-    sigma = 1.0 / tau + STABILISATION
-    system = LumpedDiffusion(V, sigma, eps**2, "allen_cahn")
-    load = VertexSource(V, *source) if source is not None else None
-    owned = V.dofmap.index_map.size_local
-
-    uh = fem.Function(V)
-    initial(uh, sampler)
-    on_step(0, uh, sampler)
-    t0 = time.perf_counter()
-    iterations = 0
-    try:
-        for n in range(1, steps + 1):
-            u = uh.x.array[:owned]
-            r = sigma * u + u - u**3
-            if load is not None:
-                r += load(n * tau)
-            iterations += system.solve(r, uh)
-            if not np.all(np.isfinite(uh.x.array)):
-                raise SolveError(f"non-finite values after step {n}")
-            on_step(n, uh, sampler)
-    finally:
-        system.destroy()
-    if stats is not None:
-        stats.dofs, stats.steps = system.dofs, steps
-        stats.krylov_iterations += iterations
-        stats.solve_s += time.perf_counter() - t0
-    return system.solver
+    with StabilisedEuler(msh, eps, t_end / steps, source=(source, t)) as stepper:
+        stepper.u.interpolate(fem.Expression(exact, stepper.V.element.interpolation_points))
+        stepper.advance(steps)
+        t.value = t_end
+        return l2_norm(stepper.u - exact, dx=ufl.dx(metadata={"quadrature_degree": 4}))

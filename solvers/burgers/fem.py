@@ -1,5 +1,5 @@
-r"""The FEM part of :mod:`pdeladder.solvers.burgers`: weak form, time stepping and manufactured
-solution.
+r"""The FEM part of viscous Burgers (:mod:`pdeladder.solvers.burgers`): weak form, time stepping
+and manufactured solution.
 
 Weak form, semi-implicit BDF2, step :math:`\tau`: the advecting velocity is extrapolated,
 :math:`w = 2u^n - u^{n-1}`, so each step is one linear solve: find :math:`u^{n+1} \in V_h`
@@ -21,7 +21,6 @@ adds them into one matrix of fixed sparsity and solves with a Krylov solver set 
 from mpi4py import MPI
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -39,10 +38,97 @@ from pdeladder.solvers.fem import (
     boundary_facets,
     box_mesh,
     grid_mesh,
+    l2_norm,
     make_ksp,
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.stepping import TimeStepper
+
+
+class SemiImplicitBdf2(TimeStepper):
+    """Semi-implicit BDF2 for viscous Burgers with no-slip walls on ``msh`` (vector P1); the
+    state is the velocity ``u`` (``u^n`` after step ``n``).
+
+    The mass matrix ``M`` and stiffness matrix ``K`` are assembled once; each step assembles the
+    advection matrix ``N(w)`` and solves ``(a0 / tau) M + nu K + N(w)``, with ``a0 = 1`` for the
+    first (Euler) step and ``3/2`` after.
+
+    Args:
+        nu, tau: viscosity and time step.
+        source: the load of a source, ``v -> (f, v)`` as a UFL form, and the time constant it
+            depends on, set to ``t^{n+1}`` before step ``n + 1``'s load is assembled.
+    """
+
+    def __init__(
+        self,
+        msh: Any,
+        nu: float,
+        tau: float,
+        source: tuple[Callable[[ufl.Argument], ufl.Form], fem.Constant] | None = None,
+    ):
+        super().__init__(msh, tau)
+        self.nu, dim = nu, msh.topology.dim
+        self.V = V = fem.functionspace(msh, ("Lagrange", 1, (dim,)))
+        walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
+        self.bcs = [fem.dirichletbc(fem.Function(V), walls)]  # zero velocity
+        u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+        self.u, self.u_nm1, self.u_new = fem.Function(V), fem.Function(V), fem.Function(V)
+        self.w = fem.Function(V)  # advecting velocity: u^0, then 2 u^n - u^{n-1}
+        # M and K with zero rows and columns on the walls; N carries the unit diagonal there.
+        self.M = self.own(
+            assemble_matrix(fem.form(ufl.inner(u, v) * ufl.dx), bcs=self.bcs, diag=0.0)
+        )
+        self.K = self.own(
+            assemble_matrix(
+                fem.form(ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx), bcs=self.bcs, diag=0.0
+            )
+        )
+        self.M.assemble()
+        self.K.assemble()
+        self.advection = fem.form(ufl.inner(ufl.grad(u) * self.w, v) * ufl.dx)
+        self.A = self.own(create_matrix(self.advection))
+        self.source, self.load = source, None
+        if source is not None:
+            self.load = fem.form(source[0](v))
+            self.f = self.own(create_vector(V))
+        self.history = fem.Function(V)  # ((1 + bdf2) u^n - bdf2/2 u^{n-1}) / tau
+        self.b = self.own(create_vector(V))
+        self.dofs = V.dofmap.index_map.size_global * V.dofmap.index_map_bs
+        # With tau <= h / max|u| the matrix is dominated by its mass and diffusion parts and
+        # GMRES + ILU(0) needs a few iterations, far cheaper than refactorizing an LU every step
+        # (which `choose_solver("nonsymmetric", ...)` would pick for small problems). PETSc's
+        # ILU is serial only, so in parallel the step is a MUMPS LU.
+        self.solver = "gmres_ilu" if msh.comm.size == 1 else "lu"
+        self.ksp = None
+        self.state = self.u
+
+    def step(self, n: int) -> int:
+        tau, A, b, u_n, u_nm1 = self.tau, self.A, self.b, self.u, self.u_nm1
+        bdf2 = 0.0 if n == 1 else 1.0
+        self.w.x.array[:] = (1 + bdf2) * u_n.x.array - bdf2 * u_nm1.x.array
+        A.zeroEntries()
+        assemble_matrix(A, self.advection, bcs=self.bcs)
+        A.assemble()
+        A.axpy((1 + bdf2 / 2) / tau, self.M, PETSc.Mat.Structure.SAME_NONZERO_PATTERN)
+        A.axpy(self.nu, self.K, PETSc.Mat.Structure.SAME_NONZERO_PATTERN)
+        self.history.x.array[:] = ((1 + bdf2) * u_n.x.array - bdf2 / 2 * u_nm1.x.array) / tau
+        self.M.mult(self.history.x.petsc_vec, b)  # (+ the source's load)
+        if self.load is not None:
+            self.source[1].value = n * tau
+            with self.f.localForm() as local:
+                local.set(0.0)
+            assemble_vector(self.f, self.load)
+            self.f.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
+            b.axpy(1.0, self.f)
+        set_bc(b, self.bcs)
+        if self.ksp is None:  # set up once, reused as A's values change
+            self.ksp = self.own(make_ksp(self.msh.comm, A, self.solver, prefix=f"burgers_{id(A)}_"))
+        iterations = solve_checked(self.ksp, b, self.u_new.x.petsc_vec)
+        self.u_new.x.scatter_forward()
+        u_nm1.x.array[:] = u_n.x.array
+        u_n.x.array[:] = self.u_new.x.array
+        return iterations
 
 
 def solve(
@@ -53,43 +139,33 @@ def solve(
     comm: MPI.Comm,
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`Burgers`."""
+    """:meth:`Family.solve` of :class:`Burgers`: at least one step per grid spacing of time and
+    an advective CFL number of at most 1; a stored frame faster than twice the initial speed
+    is a blow-up."""
     u0 = family.initial_fields(params, grid, rng)
     speed = float(np.sqrt(np.sum(u0**2, axis=0)).max())
-    # At least one step per grid spacing of time (as heat) and an advective CFL number <= 1.
+    # As computed for the stored samples: in floating point, unlike Grid.internal_steps, so it
+    # takes one step more where dt / (h t_end) rounds just above an integer.
     tau_max = grid.h * min(grid.t_end, 1.0 / speed) if speed > 0 else grid.h * grid.t_end
     every = max(1, math.ceil(grid.dt / tau_max))
     steps = every * (grid.snapshots - 1)
-    frames = []
+    with SemiImplicitBdf2(grid_mesh(comm, grid), params.viscosity, grid.t_end / steps) as stepper:
+        sampler = GridSampler(stepper.V, grid)
+        sampler.from_grid(stepper.u, u0)
 
-    def keep(n: int, u: fem.Function, sampler: GridSampler | None) -> None:
-        if n % every:
-            return
-        frame = sampler.to_grid(u)
-        # The maximum principle bounds |u| by max |u0|: growth beyond it is an instability.
-        if not sampler.max(np.max(np.sqrt(np.sum(frame**2, axis=0)))) <= 2 * speed + 1e-12:
-            raise SolveError(f"blow-up at t = {n * grid.t_end / steps:.3g}: |u| > 2 max|u0|")
-        frames.append(frame)
+        def frame(n: int, u: fem.Function) -> np.ndarray:
+            values = sampler.to_grid(u)
+            # The maximum principle bounds |u| by max |u0|: growth beyond it is an instability.
+            if not sampler.max(np.max(np.sqrt(np.sum(values**2, axis=0)))) <= 2 * speed + 1e-12:
+                raise SolveError(f"blow-up at t = {n * grid.t_end / steps:.3g}: |u| > 2 max|u0|")
+            return values
 
-    msh = grid_mesh(comm, grid)
-    solver = run_semi_implicit_bdf2(
-        msh,
-        params.viscosity,
-        grid.t_end / steps,
-        steps,
-        initial=lambda u, sampler: sampler.from_grid(u, u0),
-        on_step=keep,
-        grid=grid,
-        stats=stats,
-    )
-    fields = np.stack(frames).astype(np.float32)  # (T, dim, X, Y, Z)
-    return fields, {
-        "element": "vector P1",
-        "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity), BDF1 start",
-        "time_step": grid.t_end / steps,
-        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": solver,
-    }
+        fields = stepper.sampled(steps, every, frame, stats)  # (T, dim, X, Y, Z)
+        return fields, stepper.provenance(
+            grid,
+            element="vector P1",
+            time_scheme="semi-implicit BDF2 (extrapolated advecting velocity), BDF1 start",
+        )
 
 
 def manufactured_error(
@@ -124,119 +200,7 @@ def manufactured_error(
             + nu * ufl.inner(ufl.grad(exact), ufl.grad(v)) * dx
         )
 
-    state = {}
-    run_semi_implicit_bdf2(
-        msh,
-        nu,
-        t_end / steps,
-        steps,
-        initial=lambda u, sampler: u.interpolate(
-            fem.Expression(exact, u.function_space.element.interpolation_points)
-        ),
-        source=(load, t),
-        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-    )
-    e = state["u"] - exact  # t holds t_end after the last step
-    dx = ufl.dx(metadata={"quadrature_degree": 6})
-    return math.sqrt(comm.allreduce(fem.assemble_scalar(fem.form(ufl.inner(e, e) * dx))))
-
-
-def run_semi_implicit_bdf2(
-    msh: Any,
-    nu: float,
-    tau: float,
-    steps: int,
-    *,
-    initial: Callable[[fem.Function, GridSampler | None], None],
-    on_step: Callable[[int, fem.Function, GridSampler | None], None],
-    grid: Grid | None = None,
-    source: tuple[Callable[[ufl.Argument], ufl.Form], fem.Constant] | None = None,
-    stats: SolveStats | None = None,
-) -> str:
-    """Semi-implicit BDF2 for viscous Burgers with no-slip walls on ``msh`` (vector P1).
-
-    The mass matrix ``M`` and stiffness matrix ``K`` are assembled once; each step assembles the
-    advection matrix ``N(w)`` and solves ``(a0 / tau) M + nu K + N(w)``, with ``a0 = 1`` for the
-    first (Euler) step and ``3/2`` after.
-
-    Args:
-        nu, tau, steps: viscosity, time step, number of steps.
-        initial: sets the initial velocity ``u`` (given the grid sampler when ``grid`` is set).
-        on_step: called after step ``n`` (and with ``n = 0`` for the initial state) with
-            ``u^n``.
-        source: the load of a source, ``v -> (f, v)`` as a UFL form, and the time constant it
-            depends on, set to ``t^{n+1}`` before step ``n + 1``'s load is assembled.
-        stats: receives dofs, steps, Krylov iterations and solve time.
-
-    Returns the name of the linear solver used.
-    """
-    comm, dim = msh.comm, msh.topology.dim
-    V = fem.functionspace(msh, ("Lagrange", 1, (dim,)))
-    sampler = GridSampler(V, grid) if grid is not None else None
-    walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
-    bcs = [fem.dirichletbc(fem.Function(V), walls)]  # zero velocity
-
-    u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
-    u_n, u_nm1, u_new = fem.Function(V), fem.Function(V), fem.Function(V)
-    w = fem.Function(V)  # advecting velocity: u^0, then 2 u^n - u^{n-1}
-    # M and K with zero rows and columns on the walls; N carries the unit diagonal there.
-    M = assemble_matrix(fem.form(ufl.inner(u, v) * ufl.dx), bcs=bcs, diag=0.0)
-    K = assemble_matrix(fem.form(ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx), bcs=bcs, diag=0.0)
-    M.assemble()
-    K.assemble()
-    advection = fem.form(ufl.inner(ufl.grad(u) * w, v) * ufl.dx)
-    A = create_matrix(advection)
-    load = None
-    if source is not None:
-        load = fem.form(source[0](v))
-        f = create_vector(V)
-    history = fem.Function(V)  # ((1 + bdf2) u^n - bdf2/2 u^{n-1}) / tau
-    b = create_vector(V)
-    dofs = V.dofmap.index_map.size_global * V.dofmap.index_map_bs
-    # With tau <= h / max|u| the matrix is dominated by its mass and diffusion parts and GMRES +
-    # ILU(0) needs a few iterations, far cheaper than refactorizing an LU every step (which
-    # `choose_solver("nonsymmetric", ...)` would pick for small problems). PETSc's ILU is serial
-    # only, so in parallel the step is a MUMPS LU.
-    solver = "gmres_ilu" if comm.size == 1 else "lu"
-    ksp = None
-
-    initial(u_n, sampler)
-    on_step(0, u_n, sampler)
-    t0 = time.perf_counter()
-    iterations = 0
-    try:
-        for n in range(1, steps + 1):
-            bdf2 = 0.0 if n == 1 else 1.0
-            w.x.array[:] = (1 + bdf2) * u_n.x.array - bdf2 * u_nm1.x.array
-            A.zeroEntries()
-            assemble_matrix(A, advection, bcs=bcs)
-            A.assemble()
-            A.axpy((1 + bdf2 / 2) / tau, M, PETSc.Mat.Structure.SAME_NONZERO_PATTERN)
-            A.axpy(nu, K, PETSc.Mat.Structure.SAME_NONZERO_PATTERN)
-            history.x.array[:] = ((1 + bdf2) * u_n.x.array - bdf2 / 2 * u_nm1.x.array) / tau
-            M.mult(history.x.petsc_vec, b)  # (+ the source's load)
-            if load is not None:
-                source[1].value = n * tau
-                with f.localForm() as local:
-                    local.set(0.0)
-                assemble_vector(f, load)
-                f.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
-                b.axpy(1.0, f)
-            set_bc(b, bcs)
-            if ksp is None:  # set up once, reused as A's values change
-                ksp = make_ksp(comm, A, solver, prefix=f"burgers_{id(A)}_")
-            iterations += solve_checked(ksp, b, u_new.x.petsc_vec)
-            u_new.x.scatter_forward()
-            u_nm1.x.array[:] = u_n.x.array
-            u_n.x.array[:] = u_new.x.array
-            on_step(n, u_n, sampler)
-    finally:
-        if stats is not None:
-            stats.dofs, stats.steps = dofs, steps
-            stats.krylov_iterations += iterations
-            stats.solve_s += time.perf_counter() - t0
-        for obj in (A, M, K, b, *(() if load is None else (f,))):
-            obj.destroy()
-        if ksp is not None:
-            ksp.destroy()
-    return solver
+    with SemiImplicitBdf2(msh, nu, t_end / steps, source=(load, t)) as stepper:
+        stepper.u.interpolate(fem.Expression(exact, stepper.V.element.interpolation_points))
+        stepper.advance(steps)  # t holds t_end after the last step
+        return l2_norm(stepper.u - exact, dx=ufl.dx(metadata={"quadrature_degree": 6}))

@@ -1,5 +1,5 @@
-r"""The FEM part of :mod:`pdeladder.solvers.gray_scott`: weak form, time stepping and manufactured
-solution.
+r"""The FEM part of Gray–Scott (:mod:`pdeladder.solvers.gray_scott`): weak form, time stepping
+and manufactured solution.
 
 Weak form, IMEX Euler with step :math:`\tau` (diffusion implicit, reaction explicit), lumped
 mass :math:`(\cdot,\cdot)_L` (vertex quadrature): find :math:`u^{n+1}, v^{n+1} \in V_h` (P1) with
@@ -21,8 +21,6 @@ not guaranteed).
 from mpi4py import MPI  # first: DOLFINx needs libmpi loaded
 
 import math
-import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -31,13 +29,63 @@ from dolfinx import fem
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers.family import SolveStats
-from pdeladder.solvers.fem import GridSampler, box_mesh, grid_mesh
+from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
 from pdeladder.solvers.gray_scott import GrayScott, GrayScottParams
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
+from pdeladder.solvers.stepping import TimeStepper
 
 #: Longest internal time step (well inside the positivity bound 1 / (1 + F)).
 TAU_MAX = 0.5
+
+
+class ImexEuler(TimeStepper):
+    """IMEX Euler for Gray–Scott with zero-flux walls on ``msh`` (P1, lumped mass); the state is
+    ``(u, v)``.
+
+    Args:
+        coefficients: ``(D_u, D_v, F, k)``.
+        tau: time step (at most ``1 / (1 + F)`` for positivity).
+        source: sources ``f_u(x, t), f_v(x, t)`` as (UFL, UFL, the ``Constant`` t in them).
+    """
+
+    def __init__(
+        self,
+        msh: Any,
+        coefficients: tuple[float, float, float, float],
+        tau: float,
+        source: tuple[Any, Any, fem.Constant] | None = None,
+    ):
+        super().__init__(msh, tau)
+        d_u, d_v, self.feed, self.kill = coefficients
+        self.V = V = fem.functionspace(msh, ("Lagrange", 1))
+        self.systems = [
+            self.own(LumpedDiffusion(V, 1.0 / tau, d_u, "gray_scott_u")),
+            self.own(LumpedDiffusion(V, 1.0 / tau, d_v, "gray_scott_v")),
+        ]
+        self.dofs, self.solver = 2 * self.systems[0].dofs, self.systems[0].solver
+        self.loads = (
+            [VertexSource(V, f, source[2]) for f in source[:2]] if source is not None else []
+        )
+        self.owned = V.dofmap.index_map.size_local
+        self.u, self.v = fem.Function(V), fem.Function(V)
+        self.state = (self.u, self.v)
+
+    def step(self, n: int) -> int:
+        tau, feed, kill = self.tau, self.feed, self.kill
+        u, v = self.u.x.array[: self.owned], self.v.x.array[: self.owned]
+        reaction = u * v**2
+        r_u = u / tau - reaction + feed * (1 - u)
+        r_v = v / tau + reaction - (feed + kill) * v
+        if self.loads:
+            r_u += self.loads[0](n * tau)
+            r_v += self.loads[1](n * tau)
+        iterations = 0
+        for system, r, w in zip(self.systems, (r_u, r_v), self.state, strict=True):
+            iterations += system.solve(r, w)
+        if not (np.all(np.isfinite(self.u.x.array)) and np.all(np.isfinite(self.v.x.array))):
+            raise SolveError(f"non-finite values after step {n}")
+        return iterations
 
 
 def solve(
@@ -48,35 +96,19 @@ def solve(
     comm: MPI.Comm,
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`GrayScott`."""
+    """:meth:`Family.solve` of :class:`GrayScott`: steps of at most :data:`TAU_MAX`, and at least
+    one per grid spacing of time."""
     u0, v0 = family.initial_fields(params, grid, rng)
-    msh = grid_mesh(comm, grid)
-    # Internal steps at most TAU_MAX and at most one grid spacing of time (t_end * h).
-    every = max(math.ceil(grid.dt / TAU_MAX - 1e-9), math.ceil(grid.cells / (grid.snapshots - 1)))
+    every = grid.internal_steps(TAU_MAX)
     steps = every * (grid.snapshots - 1)
-    frames = []
-    solver = run_imex_euler(
-        msh,
-        (params.diffusivity_u, params.diffusivity_v, params.feed, params.kill),
-        grid.t_end / steps,
-        steps,
-        initial=lambda u, v, sampler: (sampler.from_grid(u, u0), sampler.from_grid(v, v0)),
-        grid=grid,
-        stats=stats,
-        on_step=lambda n, u, v, sampler: (
-            frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
-            if n % every == 0
-            else None
-        ),
-    )
-    fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
-    return fields, {
-        "element": "P1, lumped mass",
-        "time_scheme": "IMEX Euler (diffusion implicit, reaction explicit)",
-        "time_step": grid.t_end / steps,
-        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": solver,
-    }
+    coefficients = (params.diffusivity_u, params.diffusivity_v, params.feed, params.kill)
+    with ImexEuler(grid_mesh(comm, grid), coefficients, grid.t_end / steps) as stepper:
+        fields = stepper.trajectory(grid, (u0, v0), steps, every, stats)  # (T, 2, X, Y, Z)
+        return fields, stepper.provenance(
+            grid,
+            element="P1, lumped mass",
+            time_scheme="IMEX Euler (diffusion implicit, reaction explicit)",
+        )
 
 
 def manufactured_error(
@@ -100,85 +132,11 @@ def manufactured_error(
     f_u = ufl.diff(u_ex, tv) - d_u * ufl.div(ufl.grad(u_ex)) + u_ex * v_ex**2 - feed * (1 - u_ex)
     f_v = ufl.diff(v_ex, tv) - d_v * ufl.div(ufl.grad(v_ex)) - u_ex * v_ex**2 + (feed + kill) * v_ex
 
-    def initial(u: fem.Function, v: fem.Function, sampler: Any) -> None:
-        points = u.function_space.element.interpolation_points
-        u.interpolate(fem.Expression(u_ex, points))
-        v.interpolate(fem.Expression(v_ex, points))
-
-    state = {}
-    run_imex_euler(
-        msh,
-        (d_u, d_v, feed, kill),
-        t_end / steps,
-        steps,
-        initial=initial,
-        source=(f_u, f_v, t),
-        on_step=lambda n, u, v, sampler: state.update(u=u, v=v) if n == steps else None,
-    )
-    t.value = t_end
-    quadrature = ufl.dx(metadata={"quadrature_degree": 4})
-    err = fem.form(((state["u"] - u_ex) ** 2 + (state["v"] - v_ex) ** 2) * quadrature)
-    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-def run_imex_euler(
-    msh: Any,
-    coefficients: tuple[float, float, float, float],
-    tau: float,
-    steps: int,
-    *,
-    initial: Callable[[fem.Function, fem.Function, GridSampler | None], None],
-    on_step: Callable[[int, fem.Function, fem.Function, GridSampler | None], None],
-    grid: Grid | None = None,
-    source: tuple[Any, Any, fem.Constant] | None = None,
-    stats: SolveStats | None = None,
-) -> str:
-    """IMEX Euler for Gray–Scott with zero-flux walls on ``msh`` (P1, lumped mass).
-
-    Args:
-        coefficients: ``(D_u, D_v, F, k)``.
-        tau, steps: time step (at most ``1 / (1 + F)`` for positivity) and number of steps.
-        initial: sets the initial ``u, v`` (given the grid sampler when ``grid`` is set).
-        on_step: called after step ``n`` (and with ``n = 0`` for the initial state).
-        source: sources ``f_u(x, t), f_v(x, t)`` as (UFL, UFL, the ``Constant`` t in them).
-        stats: receives dofs (both species), steps, Krylov iterations and solve time.
-
-    Returns the name of the linear solver used.
-    """
-    d_u, d_v, feed, kill = coefficients
-    V = fem.functionspace(msh, ("Lagrange", 1))
-    sampler = GridSampler(V, grid) if grid is not None else None
-    systems = [
-        LumpedDiffusion(V, 1.0 / tau, d_u, "gray_scott_u"),
-        LumpedDiffusion(V, 1.0 / tau, d_v, "gray_scott_v"),
-    ]
-    loads = [VertexSource(V, f, source[2]) for f in source[:2]] if source is not None else []
-    owned = V.dofmap.index_map.size_local
-
-    uh, vh = fem.Function(V), fem.Function(V)
-    initial(uh, vh, sampler)
-    on_step(0, uh, vh, sampler)
-    t0 = time.perf_counter()
-    iterations = 0
-    try:
-        for n in range(1, steps + 1):
-            u, v = uh.x.array[:owned], vh.x.array[:owned]
-            reaction = u * v**2
-            r_u = u / tau - reaction + feed * (1 - u)
-            r_v = v / tau + reaction - (feed + kill) * v
-            if loads:
-                r_u += loads[0](n * tau)
-                r_v += loads[1](n * tau)
-            for system, r, w in zip(systems, (r_u, r_v), (uh, vh), strict=True):
-                iterations += system.solve(r, w)
-            if not (np.all(np.isfinite(uh.x.array)) and np.all(np.isfinite(vh.x.array))):
-                raise SolveError(f"non-finite values after step {n}")
-            on_step(n, uh, vh, sampler)
-    finally:
-        for system in systems:
-            system.destroy()
-    if stats is not None:
-        stats.dofs, stats.steps = 2 * systems[0].dofs, steps
-        stats.krylov_iterations += iterations
-        stats.solve_s += time.perf_counter() - t0
-    return systems[0].solver
+    with ImexEuler(msh, (d_u, d_v, feed, kill), t_end / steps, source=(f_u, f_v, t)) as stepper:
+        points = stepper.V.element.interpolation_points
+        stepper.u.interpolate(fem.Expression(u_ex, points))
+        stepper.v.interpolate(fem.Expression(v_ex, points))
+        stepper.advance(steps)
+        t.value = t_end
+        quadrature = ufl.dx(metadata={"quadrature_degree": 4})
+        return l2_norm(stepper.u - u_ex, stepper.v - v_ex, dx=quadrature)

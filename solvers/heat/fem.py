@@ -14,7 +14,6 @@ step is one product with the mass matrix :math:`M` and one solve.
 from mpi4py import MPI
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -26,15 +25,62 @@ from petsc4py import PETSc
 
 from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
-    GridSampler,
     box_mesh,
     choose_solver,
     grid_mesh,
+    l2_norm,
     make_ksp,
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.heat import Heat, HeatParams
+from pdeladder.solvers.stepping import TimeStepper
+
+
+class ImplicitEuler(TimeStepper):
+    """Implicit Euler for the heat equation with zero-flux walls on ``msh`` (P1); the state is
+    ``u``.
+
+    Args:
+        kappa, tau: diffusivity and time step.
+        source: a separable source ``f = c(t) φ(x)`` as (UFL ``φ``, callable ``c``).
+    """
+
+    def __init__(
+        self,
+        msh: Any,
+        kappa: float,
+        tau: float,
+        source: tuple[Any, Callable[[float], float]] | None = None,
+    ):
+        super().__init__(msh, tau)
+        self.V = V = fem.functionspace(msh, ("Lagrange", 1))
+        u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+        dt_kappa = fem.Constant(msh, tau * kappa)
+        mass = ufl.inner(u, v) * ufl.dx
+        system = ufl.inner(u, v) * ufl.dx + dt_kappa * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
+        self.M = self.own(assemble_matrix(fem.form(mass)))
+        self.M.assemble()
+        self.A = self.own(assemble_matrix(fem.form(system)))
+        self.A.assemble()
+        self.dofs = V.dofmap.index_map.size_global
+        self.solver = choose_solver("mass", msh.topology.dim, self.dofs)
+        self.ksp = self.own(make_ksp(msh.comm, self.A, self.solver, prefix=f"heat_{id(self.A)}_"))
+        self.source, self.load = source, None
+        if source is not None:
+            self.load = self.own(assemble_vector(fem.form(ufl.inner(source[0], v) * ufl.dx)))
+            self.load.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
+        self.b = self.own(self.A.createVecRight())
+        self.state = self.u = fem.Function(V)
+
+    def step(self, n: int) -> int:
+        x = self.u.x.petsc_vec
+        self.M.mult(x, self.b)
+        if self.load is not None:
+            self.b.axpy(self.tau * self.source[1](n * self.tau), self.load)
+        iterations = solve_checked(self.ksp, self.b, x)
+        self.u.x.scatter_forward()
+        return iterations
 
 
 def solve(
@@ -45,32 +91,14 @@ def solve(
     comm: MPI.Comm,
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`Heat`: implicit Euler steps, about one per grid spacing
-    of time, sampled every few steps."""
+    """:meth:`Family.solve` of :class:`Heat`: about one implicit Euler step per grid spacing of
+    time."""
     u0 = family.initial_fields(params, grid, rng)
-    msh = grid_mesh(comm, grid)
-    # Internal steps: about one per grid spacing of time (tau ~ h * t_end), stored every `every`.
-    every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
+    every = grid.internal_steps()
     steps = every * (grid.snapshots - 1)
-    frames = []
-    solver = run_implicit_euler(
-        msh,
-        params.diffusivity,
-        grid.t_end / steps,
-        steps,
-        initial=lambda u, sampler: sampler.from_grid(u, u0),
-        grid=grid,
-        stats=stats,
-        on_step=lambda n, u, sampler: frames.append(sampler.to_grid(u)) if n % every == 0 else None,
-    )
-    fields = np.stack(frames).astype(np.float32)  # (T, 1, X, Y, Z)
-    return fields, {
-        "element": "P1",
-        "time_scheme": "implicit Euler",
-        "time_step": grid.t_end / steps,
-        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": solver,
-    }
+    with ImplicitEuler(grid_mesh(comm, grid), params.diffusivity, grid.t_end / steps) as stepper:
+        fields = stepper.trajectory(grid, u0, steps, every, stats)  # (T, 1, X, Y, Z)
+        return fields, stepper.provenance(grid, element="P1", time_scheme="implicit Euler")
 
 
 def manufactured_error(
@@ -101,83 +129,7 @@ def manufactured_error(
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)
     phi = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-
-    state = {}
-    run_implicit_euler(
-        msh,
-        kappa,
-        t_end / steps,
-        steps,
-        initial=lambda u, sampler: u.interpolate(
-            fem.Expression(g(0.0) * phi, u.function_space.element.interpolation_points)
-        ),
-        source=(phi, source),
-        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-    )
-    err = fem.form((state["u"] - g(t_end) * phi) ** 2 * ufl.dx)
-    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-def run_implicit_euler(
-    msh: Any,
-    kappa: float,
-    tau: float,
-    steps: int,
-    *,
-    initial: Callable[[fem.Function, GridSampler | None], None],
-    on_step: Callable[[int, fem.Function, GridSampler | None], None],
-    grid: Grid | None = None,
-    source: tuple[Any, Callable[[float], float]] | None = None,
-    stats: SolveStats | None = None,
-) -> str:
-    """Implicit Euler for the heat equation with zero-flux walls on ``msh`` (P1).
-
-    Args:
-        kappa, tau, steps: diffusivity, time step, number of steps.
-        initial: sets the initial state ``u`` (given the grid sampler when ``grid`` is set).
-        on_step: called after step ``n`` (and with ``n = 0`` for the initial state).
-        source: a separable source ``f = c(t) φ(x)`` as (UFL ``φ``, callable ``c``).
-        stats: receives dofs, steps, Krylov iterations and solve time.
-
-    Returns the name of the linear solver used.
-    """
-    comm = msh.comm
-    V = fem.functionspace(msh, ("Lagrange", 1))
-    sampler = GridSampler(V, grid) if grid is not None else None
-    u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
-    dt_kappa = fem.Constant(msh, tau * kappa)
-    mass = ufl.inner(u, v) * ufl.dx
-    system = ufl.inner(u, v) * ufl.dx + dt_kappa * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
-    M = assemble_matrix(fem.form(mass))
-    M.assemble()
-    A = assemble_matrix(fem.form(system))
-    A.assemble()
-    dofs = V.dofmap.index_map.size_global
-    solver = choose_solver("mass", msh.topology.dim, dofs)
-    ksp = make_ksp(comm, A, solver, prefix=f"heat_{id(A)}_")
-    load = None
-    if source is not None:
-        load = assemble_vector(fem.form(ufl.inner(source[0], v) * ufl.dx))
-        load.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
-
-    uh = fem.Function(V)
-    initial(uh, sampler)
-    on_step(0, uh, sampler)
-    b = A.createVecRight()
-    x = uh.x.petsc_vec
-    t0 = time.perf_counter()
-    iterations = 0
-    for n in range(1, steps + 1):
-        M.mult(x, b)
-        if load is not None:
-            b.axpy(tau * source[1](n * tau), load)
-        iterations += solve_checked(ksp, b, x)
-        uh.x.scatter_forward()
-        on_step(n, uh, sampler)
-    if stats is not None:
-        stats.dofs, stats.steps = dofs, steps
-        stats.krylov_iterations += iterations
-        stats.solve_s += time.perf_counter() - t0
-    for obj in (ksp, A, M, b, *(() if load is None else (load,))):
-        obj.destroy()
-    return solver
+    with ImplicitEuler(msh, kappa, t_end / steps, source=(phi, source)) as stepper:
+        stepper.u.interpolate(fem.Expression(g(0.0) * phi, stepper.V.element.interpolation_points))
+        stepper.advance(steps)
+        return l2_norm(stepper.u - g(t_end) * phi)

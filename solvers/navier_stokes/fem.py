@@ -1,5 +1,5 @@
-r"""The FEM part of :mod:`pdeladder.solvers.navier_stokes`: weak form, time stepping and manufactured
-solution.
+r"""The FEM part of Navier–Stokes (:mod:`pdeladder.solvers.navier_stokes`): weak form, time
+stepping and manufactured solution.
 
 Weak form, Taylor–Hood P2–P1, semi-implicit BDF2 with step :math:`\tau`: find
 :math:`(u^{n+1}, p^{n+1})` with :math:`u^{n+1} = 0` on the walls such that for all
@@ -52,129 +52,21 @@ from pdeladder.solvers.fem import (
     box_mesh,
     choose_solver,
     grid_mesh,
+    l2_norm,
     make_ksp,
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.navier_stokes import NavierStokes, NavierStokesParams
 from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
+from pdeladder.solvers.stepping import TimeStepper
 
 
-def initial_fields(
-    family: NavierStokes, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
-) -> np.ndarray:
-    """:meth:`Family.initial_fields` of :class:`NavierStokes`."""
-    flow, _ = start(params, grid, rng, MPI.COMM_SELF)
-    try:
-        return flow.sample(GridSampler(flow.V, grid), GridSampler(flow.Q, grid))
-    finally:
-        flow.close()
-
-
-def start(
-    params: NavierStokesParams,
-    grid: Grid,
-    rng: np.random.Generator,
-    comm: MPI.Comm,
-    stats: SolveStats | None = None,
-) -> tuple["TaylorHoodFlow", int]:
-    """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
-    initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
-    (about one per grid spacing of time, ``tau ~ h * t_end``), which set its time step."""
-    potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
-    every = max(1, math.ceil(grid.cells / (grid.snapshots - 1)))
-    steps = every * (grid.snapshots - 1)
-    flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)
-    try:
-        flow.start_from_potential(potential, fine, stats)
-    except BaseException:
-        flow.close()
-        raise
-    return flow, every
-
-
-def solve(
-    family: NavierStokes,
-    params: NavierStokesParams,
-    grid: Grid,
-    rng: np.random.Generator,
-    comm: MPI.Comm,
-    stats: SolveStats,
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`NavierStokes`."""
-    flow, every = start(params, grid, rng, comm, stats)
-    steps = every * (grid.snapshots - 1)
-    try:
-        samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
-        frames = [flow.sample(*samplers)]
-        for n in range(1, steps + 1):
-            flow.step(n * flow.tau, stats)
-            if n % every == 0:
-                frames.append(flow.sample(*samplers))
-                if not samplers[0].on_all_ranks(bool(np.all(np.isfinite(frames[-1])))):
-                    raise SolveError(f"non-finite velocity at step {n} of {steps}")
-    finally:
-        flow.close()
-    stats.dofs = flow.dofs
-    stats.steps = steps
-    return np.stack(frames).astype(np.float32), {
-        "element": "Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
-        "time_scheme": "semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
-        "time_step": flow.tau,
-        "mesh": f"{flow.msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": f"{flow.solver} (MUMPS), refactorized each step",
-        "initial_condition": "divergence-free L2 projection of curl(ξ w²)",
-    }
-
-
-def manufactured_error(
-    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
-) -> float:
-    """:meth:`Family.manufactured_error` of :class:`NavierStokes`."""
-    # u = g(t) U, p = g(t) P, f from UFL, walls at the exact velocity.
-    # Space: g = 1 (steady), U = curl(ψ), ψ = Π sin²(π x_i) / π (times (1, 1, 1) in 3D),
-    # P = Π cos(π x_i); the scheme relaxes to the discrete steady solution, whose error is
-    # spatial only. Time: g = 1 + sin(2t) with U = (x², -2xy) or (y², z², x²) and P = Σ x_i,
-    # which P2-P1 represent exactly, so the error is temporal only (U's convection is not a
-    # gradient, so the lagged advection acts on the velocity).
-    nu, t_end = 0.1, 1.0
-    msh = box_mesh(comm, dim, cells)
-    x = ufl.SpatialCoordinate(msh)
-    t = fem.Constant(msh, PETSc.ScalarType(0.0))
-    if study == "space":
-        g, dg = 1.0, 0.0
-        psi = math.prod(ufl.sin(ufl.pi * x[i]) ** 2 for i in range(dim)) / ufl.pi
-        U = (
-            ufl.as_vector([psi.dx(1), -psi.dx(0)])
-            if dim == 2
-            else ufl.curl(ufl.as_vector([psi, psi, psi]))
-        )
-        P = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
-    else:
-        g, dg = 1.0 + ufl.sin(2 * t), 2 * ufl.cos(2 * t)
-        U = (
-            ufl.as_vector([x[0] ** 2, -2 * x[0] * x[1]])
-            if dim == 2
-            else ufl.as_vector([x[1] ** 2, x[2] ** 2, x[0] ** 2])
-        )
-        P = sum(x[i] for i in range(dim))
-    f = dg * U + g**2 * ufl.dot(ufl.grad(U), U) - nu * g * ufl.div(ufl.grad(U)) + g * ufl.grad(P)
-    flow = TaylorHoodFlow(msh, nu, t_end / steps, t=t, source=f, wall=g * U)
-    try:
-        flow.set_velocity(g * U)  # t = 0
-        for n in range(1, steps + 1):
-            flow.step(n * flow.tau)
-        err = fem.form((flow.velocity() - g * U) ** 2 * ufl.dx)  # t = t_end
-        return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-    finally:
-        flow.close()
-
-
-class TaylorHoodFlow:
+class TaylorHoodFlow(TimeStepper):
     """Taylor–Hood (P2–P1) semi-implicit BDF2 for incompressible Navier–Stokes on ``msh``.
 
     The state ``(u^n, p^n)`` lives in :attr:`state`; :meth:`step` advances it by one step
-    ``tau`` (the first one by implicit Euler). Walls are no-slip or take the velocity ``wall``;
+    ``tau`` (the first one by implicit Euler), :meth:`~TimeStepper.run` steps it on. Walls are no-slip or take the velocity ``wall``;
     the pressure is pinned at the origin (:meth:`pressure` returns it with zero mean).
 
     Args:
@@ -196,7 +88,7 @@ class TaylorHoodFlow:
         source: Any = None,
         wall: Any = None,
     ):
-        self.msh, self.tau = msh, tau
+        super().__init__(msh, tau)
         dim = msh.topology.dim
         cell = msh.basix_cell()
         self.W = fem.functionspace(
@@ -251,8 +143,8 @@ class TaylorHoodFlow:
         if source is not None:
             rhs += ufl.inner(source, v) * ufl.dx
         self._L = fem.form(rhs)
-        self._A = create_matrix(self._a)
-        self._b = create_vector(self.W)
+        self._A = self.own(create_matrix(self._a))
+        self._b = self.own(create_vector(self.W))
         self._ksp = None
         self.steps_taken = 0
         self.solver = choose_solver("saddle", dim, self.dofs)
@@ -283,11 +175,10 @@ class TaylorHoodFlow:
         x.x.scatter_forward()
         return iterations
 
-    def step(self, t: float, stats: SolveStats | None = None) -> None:
-        """Advance the state from ``t - tau`` to ``t``."""
-        t0 = time.perf_counter()
+    def step(self, n: int) -> int:
+        """Advance the state from ``t = (n - 1) tau`` to ``n tau``; returns the iterations."""
         if self.t is not None:
-            self.t.value = t
+            self.t.value = n * self.tau
         if self._wall_expr is not None:
             self._wall.interpolate(self._wall_expr)
         if self.steps_taken == 1:  # from the second step on: BDF2
@@ -298,14 +189,12 @@ class TaylorHoodFlow:
         assemble_matrix(self._A, self._a, bcs=self.bcs)
         self._A.assemble()
         if self._ksp is None:
-            self._ksp = self._ksp_for(self._A, self.prefix)
+            self._ksp = self.own(self._ksp_for(self._A, self.prefix))
         self._b_assemble(self._L, self._a)
         self._previous.x.array[:] = self.state.x.array
         iterations = self._solve_into(self._ksp, self.state)
         self.steps_taken += 1
-        if stats is not None:
-            stats.krylov_iterations += iterations
-            stats.solve_s += time.perf_counter() - t0
+        return iterations
 
     def start_from_potential(
         self, potential: np.ndarray, fine: Grid, stats: SolveStats | None = None
@@ -376,10 +265,13 @@ class TaylorHoodFlow:
             [velocity.to_grid(self.velocity()), pressure.to_grid(self.pressure())]
         )
 
-    def close(self) -> None:
-        for obj in (self._ksp, self._A, self._b):
-            if obj is not None:
-                obj.destroy()
+
+def convection(w: Any, u: Any, v: Any) -> Any:
+    """The skew-symmetric convection form ``((w·∇)u, v) + ½((∇·w) u, v)``; zero for ``v = u``
+    when ``u`` vanishes on the boundary."""
+    return (
+        ufl.inner(ufl.dot(ufl.grad(u), w), v) * ufl.dx + 0.5 * ufl.div(w) * ufl.inner(u, v) * ufl.dx
+    )
 
 
 def random_potential(
@@ -400,9 +292,100 @@ def random_potential(
     return potential, fine
 
 
-def convection(w: Any, u: Any, v: Any) -> Any:
-    """The skew-symmetric convection form ``((w·∇)u, v) + ½((∇·w) u, v)``; zero for ``v = u``
-    when ``u`` vanishes on the boundary."""
-    return (
-        ufl.inner(ufl.dot(ufl.grad(u), w), v) * ufl.dx + 0.5 * ufl.div(w) * ufl.inner(u, v) * ufl.dx
-    )
+def initial_fields(
+    family: NavierStokes, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
+) -> np.ndarray:
+    """:meth:`Family.initial_fields` of :class:`NavierStokes`."""
+    flow, _ = start(params, grid, rng, MPI.COMM_SELF)
+    with flow:
+        return flow.sample(GridSampler(flow.V, grid), GridSampler(flow.Q, grid))
+
+
+def start(
+    params: NavierStokesParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats | None = None,
+) -> tuple["TaylorHoodFlow", int]:
+    """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
+    initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
+    (:meth:`Grid.internal_steps`), which set its time step."""
+    potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
+    every = grid.internal_steps()
+    steps = every * (grid.snapshots - 1)
+    flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)
+    try:
+        flow.start_from_potential(potential, fine, stats)
+    except BaseException:
+        flow.close()
+        raise
+    return flow, every
+
+
+def solve(
+    family: NavierStokes,
+    params: NavierStokesParams,
+    grid: Grid,
+    rng: np.random.Generator,
+    comm: MPI.Comm,
+    stats: SolveStats,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:meth:`Family.solve` of :class:`NavierStokes`."""
+    flow, every = start(params, grid, rng, comm, stats)
+    steps = every * (grid.snapshots - 1)
+    with flow:
+        samplers = GridSampler(flow.V, grid), GridSampler(flow.Q, grid)
+
+        def frame(n: int, state: fem.Function) -> np.ndarray:
+            values = flow.sample(*samplers)
+            if n and not samplers[0].on_all_ranks(bool(np.all(np.isfinite(values)))):
+                raise SolveError(f"non-finite velocity at step {n} of {steps}")
+            return values
+
+        fields = flow.sampled(steps, every, frame, stats)  # (T, dim + 1, X, Y, Z)
+        return fields, flow.provenance(
+            grid,
+            element="Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
+            time_scheme="semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
+            linear_solver=f"{flow.solver} (MUMPS), refactorized each step",
+            initial_condition="divergence-free L2 projection of curl(ξ w²)",
+        )
+
+
+def manufactured_error(
+    dim: int, cells: int, steps: int, comm: MPI.Comm, study: Literal["space", "time"]
+) -> float:
+    """:meth:`Family.manufactured_error` of :class:`NavierStokes`."""
+    # u = g(t) U, p = g(t) P, f from UFL, walls at the exact velocity.
+    # Space: g = 1 (steady), U = curl(ψ), ψ = Π sin²(π x_i) / π (times (1, 1, 1) in 3D),
+    # P = Π cos(π x_i); the scheme relaxes to the discrete steady solution, whose error is
+    # spatial only. Time: g = 1 + sin(2t) with U = (x², -2xy) or (y², z², x²) and P = Σ x_i,
+    # which P2-P1 represent exactly, so the error is temporal only (U's convection is not a
+    # gradient, so the lagged advection acts on the velocity).
+    nu, t_end = 0.1, 1.0
+    msh = box_mesh(comm, dim, cells)
+    x = ufl.SpatialCoordinate(msh)
+    t = fem.Constant(msh, PETSc.ScalarType(0.0))
+    if study == "space":
+        g, dg = 1.0, 0.0
+        psi = math.prod(ufl.sin(ufl.pi * x[i]) ** 2 for i in range(dim)) / ufl.pi
+        U = (
+            ufl.as_vector([psi.dx(1), -psi.dx(0)])
+            if dim == 2
+            else ufl.curl(ufl.as_vector([psi, psi, psi]))
+        )
+        P = math.prod(ufl.cos(ufl.pi * x[i]) for i in range(dim))
+    else:
+        g, dg = 1.0 + ufl.sin(2 * t), 2 * ufl.cos(2 * t)
+        U = (
+            ufl.as_vector([x[0] ** 2, -2 * x[0] * x[1]])
+            if dim == 2
+            else ufl.as_vector([x[1] ** 2, x[2] ** 2, x[0] ** 2])
+        )
+        P = sum(x[i] for i in range(dim))
+    f = dg * U + g**2 * ufl.dot(ufl.grad(U), U) - nu * g * ufl.div(ufl.grad(U)) + g * ufl.grad(P)
+    with TaylorHoodFlow(msh, nu, t_end / steps, t=t, source=f, wall=g * U) as flow:
+        flow.set_velocity(g * U)  # t = 0
+        flow.advance(steps)
+        return l2_norm(flow.velocity() - g * U)  # t = t_end

@@ -1,5 +1,5 @@
-r"""The FEM part of :mod:`pdeladder.solvers.wave`: weak form, time stepping and manufactured
-solution.
+r"""The FEM part of the wave equation (:mod:`pdeladder.solvers.wave`): weak form, time stepping
+and manufactured solution.
 
 Weak form, Crank–Nicolson on the system (Newmark's average acceleration), step :math:`\tau`, P1:
 
@@ -22,7 +22,6 @@ snapshot of both determines the rest of the trajectory, which :math:`u` alone do
 from mpi4py import MPI
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -34,20 +33,86 @@ from petsc4py import PETSc
 
 from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
-    GridSampler,
     boundary_facets,
     box_mesh,
     choose_solver,
     grid_mesh,
+    l2_norm,
     make_ksp,
     solve_checked,
 )
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.stepping import TimeStepper
 from pdeladder.solvers.wave import Wave, WaveParams
 
 #: Courant number c τ / h of the stored samples' internal steps: Crank–Nicolson is stable for
 #: any step, this keeps its phase error small on the waves the grid resolves.
 COURANT = 0.5
+
+
+class CrankNicolson(TimeStepper):
+    """Crank–Nicolson for the wave equation with fixed walls on ``msh`` (P1); the state is the
+    displacement and velocity ``(u, v)``, whose wall values :meth:`begin` sets to zero.
+
+    Args:
+        c, tau: wave speed and time step.
+        source: a source whose load is ``Σ_k s_k(t) L_k(φ)``, as pairs of ``φ -> L_k(φ)`` (a UFL
+            linear form, assembled once) and ``s_k``.
+    """
+
+    def __init__(
+        self,
+        msh: Any,
+        c: float,
+        tau: float,
+        source: list[tuple[Callable[[ufl.Argument], ufl.Form], Callable[[float], float]]]
+        | None = None,
+    ):
+        super().__init__(msh, tau)
+        dim = msh.topology.dim
+        self.V = V = fem.functionspace(msh, ("Lagrange", 1))
+        self.walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
+        self.bcs = [fem.dirichletbc(0.0, self.walls, V)]
+        u, phi = ufl.TrialFunction(V), ufl.TestFunction(V)
+        quarter = fem.Constant(msh, (tau * c) ** 2 / 4)
+        mass = ufl.inner(u, phi) * ufl.dx
+        stiffness = quarter * ufl.inner(ufl.grad(u), ufl.grad(phi)) * ufl.dx
+        self.A = self.own(assemble_matrix(fem.form(mass + stiffness), bcs=self.bcs))
+        self.B = self.own(assemble_matrix(fem.form(mass - stiffness)))
+        self.M = self.own(assemble_matrix(fem.form(mass)))
+        for mat in (self.A, self.B, self.M):
+            mat.assemble()
+        self.dofs = V.dofmap.index_map.size_global
+        self.solver = choose_solver("mass", dim, self.dofs)
+        self.ksp = self.own(make_ksp(msh.comm, self.A, self.solver, prefix=f"wave_{id(self.A)}_"))
+        self.loads = []
+        for form, s in source or ():
+            load = self.own(assemble_vector(fem.form(form(phi))))
+            load.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
+            self.loads.append((load, s))
+        self.b, self.work = self.own(self.A.createVecRight()), self.own(self.A.createVecRight())
+        self.u, self.v = fem.Function(V), fem.Function(V)
+        self.state = (self.u, self.v)
+
+    def begin(self) -> None:
+        for f in self.state:
+            f.x.array[self.walls] = 0.0
+            f.x.scatter_forward()
+
+    def step(self, n: int) -> int:
+        tau, u, v, b = self.tau, self.u, self.v, self.b
+        # b = (M - τ²c²/4 K) u^n + τ M v^n + τ²/4 (F^{n+1} + F^n)
+        self.B.mult(u.x.petsc_vec, b)
+        self.M.mult(v.x.petsc_vec, self.work)
+        b.axpy(tau, self.work)
+        for load, s in self.loads:
+            b.axpy(tau**2 / 4 * (s(n * tau) + s((n - 1) * tau)), load)
+        set_bc(b, self.bcs)
+        u_old = u.x.array.copy()  # owned and ghost entries
+        iterations = solve_checked(self.ksp, b, u.x.petsc_vec)
+        u.x.scatter_forward()
+        v.x.array[:] = 2 / tau * (u.x.array - u_old) - v.x.array
+        return iterations
 
 
 def solve(
@@ -58,34 +123,21 @@ def solve(
     comm: MPI.Comm,
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """:meth:`Family.solve` of :class:`Wave`."""
+    """:meth:`Family.solve` of :class:`Wave`: steps of Courant number at most :data:`COURANT`."""
     u0, v0 = family.initial_fields(params, grid, rng)
     c = params.wave_speed
+    # The Courant bound alone (not Grid.internal_steps, whose grid-spacing floor would add
+    # steps at small c), as computed for the stored samples.
     every = max(1, math.ceil(grid.dt * c / (COURANT * grid.h)))
     steps = every * (grid.snapshots - 1)
-    frames = []
-
-    def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-        sampler.from_grid(u, u0)
-        sampler.from_grid(v, v0)
-
-    def keep(n: int, u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-        if n % every == 0:
-            frames.append(np.concatenate([sampler.to_grid(u), sampler.to_grid(v)]))
-
-    msh = grid_mesh(comm, grid)
-    solver = run_crank_nicolson(
-        msh, c, grid.t_end / steps, steps, initial=initial, on_step=keep, grid=grid, stats=stats
-    )
-    fields = np.stack(frames).astype(np.float32)  # (T, 2, X, Y, Z)
-    return fields, {
-        "element": "P1",
-        "time_scheme": "Crank-Nicolson on (u, v) (Newmark average acceleration)",
-        "time_step": grid.t_end / steps,
-        "courant_number": c * grid.t_end / steps / grid.h,
-        "mesh": f"{msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-        "linear_solver": solver,
-    }
+    with CrankNicolson(grid_mesh(comm, grid), c, grid.t_end / steps) as stepper:
+        fields = stepper.trajectory(grid, (u0, v0), steps, every, stats)  # (T, 2, X, Y, Z)
+        return fields, stepper.provenance(
+            grid,
+            element="P1",
+            time_scheme="Crank-Nicolson on (u, v) (Newmark average acceleration)",
+            courant_number=c * grid.t_end / steps / grid.h,
+        )
 
 
 def manufactured_error(
@@ -129,105 +181,13 @@ def manufactured_error(
         phi = phi_h
     dx = ufl.dx(metadata={"quadrature_degree": 4})  # UFL's estimate for sin is far higher
 
-    def initial(u: fem.Function, v: fem.Function, sampler: GridSampler | None) -> None:
-        u.interpolate(fem.Expression(phi, u.function_space.element.interpolation_points))
-        v.x.array[:] = dg(0.0) * u.x.array
-        u.x.array[:] *= g(0.0)
-
-    state = {}
-    run_crank_nicolson(
-        msh,
-        c,
-        t_end / steps,
-        steps,
-        initial=initial,
-        source=[
-            (lambda psi: ufl.inner(phi, psi) * dx, d2g),
-            (lambda psi: c**2 * ufl.inner(ufl.grad(phi), ufl.grad(psi)) * dx, g),
-        ],
-        on_step=lambda n, u, v, sampler: state.update(u=u) if n == steps else None,
-    )
-    dx = ufl.dx(metadata={"quadrature_degree": 6})
-    err = fem.form((state["u"] - g(t_end) * phi) ** 2 * dx)
-    return math.sqrt(comm.allreduce(fem.assemble_scalar(err), op=MPI.SUM))
-
-
-def run_crank_nicolson(
-    msh: Any,
-    c: float,
-    tau: float,
-    steps: int,
-    *,
-    initial: Callable[[fem.Function, fem.Function, GridSampler | None], None],
-    on_step: Callable[[int, fem.Function, fem.Function, GridSampler | None], None],
-    grid: Grid | None = None,
-    source: list[tuple[Callable[[ufl.Argument], ufl.Form], Callable[[float], float]]] | None = None,
-    stats: SolveStats | None = None,
-) -> str:
-    """Crank–Nicolson for the wave equation with fixed walls on ``msh`` (P1).
-
-    Args:
-        c, tau, steps: wave speed, time step, number of steps.
-        initial: sets the initial displacement ``u`` and velocity ``v`` (given the grid sampler
-            when ``grid`` is set); their wall values are then set to zero.
-        on_step: called with ``(n, u, v, sampler)`` after step ``n`` (and ``n = 0`` initially).
-        source: a source whose load is ``Σ_k s_k(t) L_k(φ)``, as pairs of ``φ -> L_k(φ)`` (a UFL
-            linear form, assembled once) and ``s_k``.
-        stats: receives dofs, steps, Krylov iterations and solve time.
-
-    Returns the name of the linear solver used.
-    """
-    comm, dim = msh.comm, msh.topology.dim
-    V = fem.functionspace(msh, ("Lagrange", 1))
-    sampler = GridSampler(V, grid) if grid is not None else None
-    walls = fem.locate_dofs_topological(V, dim - 1, boundary_facets(msh))
-    bcs = [fem.dirichletbc(0.0, walls, V)]
-    u, phi = ufl.TrialFunction(V), ufl.TestFunction(V)
-    quarter = fem.Constant(msh, (tau * c) ** 2 / 4)
-    mass = ufl.inner(u, phi) * ufl.dx
-    stiffness = quarter * ufl.inner(ufl.grad(u), ufl.grad(phi)) * ufl.dx
-    A = assemble_matrix(fem.form(mass + stiffness), bcs=bcs)
-    B = assemble_matrix(fem.form(mass - stiffness))
-    M = assemble_matrix(fem.form(mass))
-    for mat in (A, B, M):
-        mat.assemble()
-    dofs = V.dofmap.index_map.size_global
-    solver = choose_solver("mass", dim, dofs)
-    ksp = make_ksp(comm, A, solver, prefix=f"wave_{id(A)}_")
-    loads = []
-    for form, s in source or ():
-        load = assemble_vector(fem.form(form(phi)))
-        load.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
-        loads.append((load, s))
-
-    uh, vh = fem.Function(V), fem.Function(V)
-    initial(uh, vh, sampler)
-    for f in (uh, vh):
-        f.x.array[walls] = 0.0
-        f.x.scatter_forward()
-    on_step(0, uh, vh, sampler)
-    b, work = A.createVecRight(), A.createVecRight()
-    t0 = time.perf_counter()
-    iterations = 0
-    try:
-        for n in range(1, steps + 1):
-            # b = (M - τ²c²/4 K) u^n + τ M v^n + τ²/4 (F^{n+1} + F^n)
-            B.mult(uh.x.petsc_vec, b)
-            M.mult(vh.x.petsc_vec, work)
-            b.axpy(tau, work)
-            for load, s in loads:
-                b.axpy(tau**2 / 4 * (s(n * tau) + s((n - 1) * tau)), load)
-            set_bc(b, bcs)
-            u_old = uh.x.array.copy()  # owned and ghost entries
-            iterations += solve_checked(ksp, b, uh.x.petsc_vec)
-            uh.x.scatter_forward()
-            vh.x.array[:] = 2 / tau * (uh.x.array - u_old) - vh.x.array
-            on_step(n, uh, vh, sampler)
-    finally:
-        if stats is not None:
-            stats.dofs, stats.steps = dofs, steps
-            stats.krylov_iterations += iterations
-            stats.solve_s += time.perf_counter() - t0
-        for obj in (ksp, A, B, M, b, work, *(load for load, _ in loads)):
-            obj.destroy()
-    return solver
+    source = [
+        (lambda psi: ufl.inner(phi, psi) * dx, d2g),
+        (lambda psi: c**2 * ufl.inner(ufl.grad(phi), ufl.grad(psi)) * dx, g),
+    ]
+    with CrankNicolson(msh, c, t_end / steps, source=source) as stepper:
+        stepper.u.interpolate(fem.Expression(phi, stepper.V.element.interpolation_points))
+        stepper.v.x.array[:] = dg(0.0) * stepper.u.x.array
+        stepper.u.x.array[:] *= g(0.0)
+        stepper.advance(steps)
+        return l2_norm(stepper.u - g(t_end) * phi, dx=ufl.dx(metadata={"quadrature_degree": 6}))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pdeladder.solvers import get_family
-from pdeladder.solvers.burgers.fem import run_semi_implicit_bdf2
+from pdeladder.solvers.burgers.fem import SemiImplicitBdf2
 from pdeladder.solvers.fem import box_mesh
 from pdeladder.solvers.testing import FamilyContract
 
@@ -46,16 +46,10 @@ def final_velocity(
     nu: float, cells: int, steps: int, t_end: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Dof coordinates and values of the 1D solver's velocity at ``t_end`` from sin(πx)."""
-    state = {}
-    run_semi_implicit_bdf2(
-        box_mesh(MPI.COMM_SELF, 1, cells),
-        nu,
-        t_end / steps,
-        steps,
-        initial=lambda u, sampler: u.interpolate(lambda x: np.sin(np.pi * x[:1])),
-        on_step=lambda n, u, sampler: state.update(u=u) if n == steps else None,
-    )
-    u = state["u"]
+    with SemiImplicitBdf2(box_mesh(MPI.COMM_SELF, 1, cells), nu, t_end / steps) as stepper:
+        stepper.u.interpolate(lambda x: np.sin(np.pi * x[:1]))
+        stepper.advance(steps)
+        u = stepper.u
     return u.function_space.tabulate_dof_coordinates()[:, 0], u.x.array
 
 

@@ -64,18 +64,21 @@ def test_wall_bubble_is_one_at_the_centre_and_zero_on_the_walls(dim):
     assert np.all(b[walls] == 0.0) and np.all(b[inside] > 0.0)
 
 
-@pytest.mark.parametrize("dim", [2, 3])
-def test_divergence_free_field_is_discretely_divergence_free(dim):
-    n = 17
-    shape = tuple(n if a < dim else 1 for a in range(3))
-    u = divergence_free_field(shape, dim, 0.3, np.random.default_rng(0), std=2.0)
-    assert u.shape == (dim, *shape)
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_divergence_free_field_is_discretely_divergence_free_and_tangential(dim):
+    grid = Grid(dim, 17, 1, 0.0)
+    u = divergence_free_field(grid, 0.3, 2.0, np.random.default_rng(0))
+    assert u.shape == (dim, *grid.shape)
     assert np.sqrt(np.mean(np.sum(u**2, axis=0))) == pytest.approx(2.0)
-    h = 1 / (n - 1)
+    if dim == 1:  # a constant ±speed
+        assert np.all(np.abs(u) == 2.0) and np.ptp(u) == 0.0
+        return
     # Central differences commute: away from the one-sided edge stencils the divergence vanishes.
-    div = sum(np.gradient(u[a], h, axis=a) for a in range(dim))
-    grad = np.sqrt(sum(np.gradient(u[a], h, axis=a) ** 2 for a in range(dim)))
+    div = sum(np.gradient(u[a], grid.h, axis=a) for a in range(dim))
+    grad = np.sqrt(sum(np.gradient(u[a], grid.h, axis=a) ** 2 for a in range(dim)))
     assert np.abs(div)[(slice(2, -2),) * dim].max() < 1e-10 * grad.max()
+    for a in range(dim):  # b·n = 0 on both walls normal to each axis
+        assert np.all(u[a].take([0, -1], axis=a) == 0.0)
 
 
 @pytest.mark.parametrize("degree", [1, 2])

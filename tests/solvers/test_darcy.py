@@ -70,7 +70,7 @@ def test_one_dimensional_pressure_converges_to_the_integrated_flux(fam):
         V = fem.functionspace(msh, ("Lagrange", 1))
         a_h = fem.Function(V)
         a_h.interpolate(lambda y: np.interp(y[0], grid.axis(0), a))
-        p_h, _ = solve_darcy(msh, V, ufl.exp(a_h), params.source)
+        p_h, _ = solve_darcy(V, ufl.exp(a_h), params.source)
         nodes = msh.geometry.x[:, 0]
         order = np.argsort(nodes)
         p_grid = np.interp(grid.axis(0), nodes[order], p_h.x.array[order])  # the sample's nodes

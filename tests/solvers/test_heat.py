@@ -1,13 +1,19 @@
-"""Heat: the family contract, plus conservation of the mean under zero-flux walls."""
+"""Heat: the family contract, conservation of the mean under zero-flux walls, and a failed solve
+that releases what it made."""
 
 from mpi4py import MPI
 
 import numpy as np
+import pytest
 import ufl
 from dolfinx import fem
 
+from pdeladder.errors import SolveError
 from pdeladder.solvers import get_family
+from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import GridSampler, grid_mesh
+from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.heat.fem import ImplicitEuler
 from pdeladder.solvers.testing import FamilyContract
 
 
@@ -36,3 +42,27 @@ def test_zero_flux_heat_keeps_its_mean():
     # The field decays by orders of magnitude of variance, yet its mean stays (float32 storage).
     assert np.std(sample.fields[-1]) < 0.5 * np.std(sample.fields[0])
     np.testing.assert_allclose(means, means[0], atol=1e-6)
+
+
+def test_a_failed_step_releases_the_petsc_objects_and_keeps_the_statistics():
+    """A fault injected into step 3 of 5 reaches the caller; leaving the stepper's block destroys
+    every PETSc object it made, and the statistics count the two steps solved."""
+
+    class FailingStep(ImplicitEuler):
+        def step(self, n: int) -> int:
+            if n == 3:
+                raise SolveError("injected fault")
+            return super().step(n)
+
+    grid, stats = Grid(1, 9, 2, 1.0), SolveStats()
+    stepper = FailingStep(grid_mesh(MPI.COMM_SELF, grid), 0.02, 0.2)
+    made = [stepper.M, stepper.A, stepper.ksp, stepper.b]
+    assert all(made)
+    one = ImplicitEuler(grid_mesh(MPI.COMM_SELF, grid), 0.02, 0.2)
+    with one:
+        one.advance(1)
+        per_step = one.ksp.getIterationNumber()
+    with pytest.raises(SolveError, match="injected fault"), stepper:
+        stepper.sampled(5, 1, lambda n, u: u.x.array[None, :, None, None].copy(), stats)
+    assert not any(made)  # every handle destroyed
+    assert (stats.dofs, stats.steps, stats.krylov_iterations) == (9, 5, 2 * per_step)

@@ -2,6 +2,9 @@
 
 from mpi4py import MPI
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import ufl
@@ -12,7 +15,7 @@ from pdeladder.solvers.fem import GridSampler, grid_mesh
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 from pdeladder.solvers.testing import FamilyContract
-from pdeladder.solvers.wave.fem import run_crank_nicolson
+from pdeladder.solvers.wave.fem import CrankNicolson
 
 
 class TestWave(FamilyContract):
@@ -38,15 +41,17 @@ def random_state(grid: Grid, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return tuple(wall_bubble(grid) * gaussian_random_field(grid.shape, 0.15, rng) for _ in range(2))
 
 
-def run(grid: Grid, c: float, steps: int, u0: np.ndarray, v0: np.ndarray, on_step) -> None:
-    def initial(u, v, sampler):
-        sampler.from_grid(u, u0)
-        sampler.from_grid(v, v0)
-
-    tau = 0.5 * grid.h / c  # Courant number 1/2
-    run_crank_nicolson(
-        grid_mesh(MPI.COMM_SELF, grid), c, tau, steps, initial=initial, on_step=on_step, grid=grid
-    )
+@contextlib.contextmanager
+def started(
+    grid: Grid, c: float, u0: np.ndarray, v0: np.ndarray
+) -> Iterator[tuple[CrankNicolson, GridSampler]]:
+    """The stepper at Courant number 1/2 from the grid values ``(u0, v0)``, and its sampler."""
+    tau = 0.5 * grid.h / c
+    with CrankNicolson(grid_mesh(MPI.COMM_SELF, grid), c, tau) as stepper:
+        sampler = GridSampler(stepper.V, grid)
+        sampler.from_grid(stepper.u, u0)
+        sampler.from_grid(stepper.v, v0)
+        yield stepper, sampler
 
 
 @pytest.mark.parametrize(("dim", "resolution", "steps"), [(1, 129, 500), (2, 33, 200), (3, 9, 100)])
@@ -55,15 +60,12 @@ def test_crank_nicolson_conserves_the_discrete_energy(dim, resolution, steps):
     between its kinetic and potential parts meanwhile."""
     grid, c = Grid(dim, resolution, 2, 1.0), 1.5
     u0, v0 = random_state(grid, seed=dim)
-    total, kinetic, forms = [], [], []
-
-    def record(n, u, v, sampler):
-        if not forms:  # u and v are the same functions at every step
-            forms.extend([energy(u, v, c), fem.form(0.5 * v**2 * ufl.dx)])
-        total.append(fem.assemble_scalar(forms[0]))
-        kinetic.append(fem.assemble_scalar(forms[1]))
-
-    run(grid, c, steps, u0, v0, record)
+    total, kinetic = [], []
+    with started(grid, c, u0, v0) as (stepper, _):
+        forms = energy(stepper.u, stepper.v, c), fem.form(0.5 * stepper.v**2 * ufl.dx)
+        for _ in stepper.run(steps):  # the state is stepped in place
+            total.append(fem.assemble_scalar(forms[0]))
+            kinetic.append(fem.assemble_scalar(forms[1]))
     total, kinetic = np.array(total), np.array(kinetic)
     drift = np.abs(total / total[0] - 1).max()
     assert drift < 1e-8, drift
@@ -74,18 +76,17 @@ def test_crank_nicolson_is_time_reversible():
     """Running back from (u_N, -v_N) for N steps returns to (u_0, -v_0)."""
     grid, c, steps = Grid(2, 25, 2, 1.0), 1.0, 80
     u0, v0 = random_state(grid, seed=4)
-    out = {}
 
-    def keep(n, u, v, sampler):
-        if n == steps:
-            out["u"], out["v"] = sampler.to_grid(u)[0], sampler.to_grid(v)[0]
+    def final(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with started(grid, c, u, v) as (stepper, sampler):
+            stepper.advance(steps)
+            return sampler.to_grid(stepper.u)[0], sampler.to_grid(stepper.v)[0]
 
-    run(grid, c, steps, u0, v0, keep)
-    u_n, v_n = out["u"], out["v"]
+    u_n, v_n = final(u0, v0)
     assert np.abs(u_n - u0).max() > 0.1 * np.abs(u0).max()  # it did move
-    run(grid, c, steps, u_n, -v_n, keep)
-    np.testing.assert_allclose(out["u"], u0, atol=1e-10 * np.abs(u0).max())
-    np.testing.assert_allclose(out["v"], -v0, atol=1e-9 * np.abs(v0).max())
+    u_back, v_back = final(u_n, -v_n)
+    np.testing.assert_allclose(u_back, u0, atol=1e-10 * np.abs(u0).max())
+    np.testing.assert_allclose(v_back, -v0, atol=1e-9 * np.abs(v0).max())
 
 
 def test_stored_samples_keep_their_energy():
