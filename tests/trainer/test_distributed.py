@@ -23,6 +23,7 @@ from pdeladder.cli import app
 from pdeladder.trainer.models import load_model
 from pdeladder.trainer.training import loop
 from pdeladder.trainer.training.run import train_curriculum
+from pdeladder.trainer.training.timing import PHASES, read_timing
 
 #: Set by the test; ``on_metrics`` must see it (callbacks run in the caller's context, as a
 #: Prefect flow run's logger and artifacts need).
@@ -129,6 +130,16 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(
     assert result.metrics["step"] == 4 and result.metrics["resumed_from"] == 0
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == len(seen) and (run / "loss_curves.png").stat().st_size > 0
+    # where each stage's wall time went: the phases add up to the loop's time, and the loop's
+    # plus the workers' start-up and shutdown to the stage's wall time
+    timing = read_timing(run)
+    assert set(timing) == {"s1", "s2"}
+    for t in timing.values():
+        phases = sum(t[f"{p}_s"] for p in PHASES)
+        assert all(t[f"{p}_s"] >= 0 for p in (*PHASES, "workers")) and t["compute_s"] > 0
+        assert phases + t["workers_s"] == pytest.approx(t["wall_s"], rel=0.05)
+        assert t["steps_share"] == pytest.approx((t["compute_s"] + t["optimizer_s"]) / t["wall_s"])
+    assert result.metrics["time/loop_s"] >= sum(result.metrics[f"time/{p}_s"] for p in PHASES)
     model, meta = load_model(result.checkpoint)
     assert meta["stage"] == "s2" and meta["step"] == 4
     assert all(torch.isfinite(p).all() for p in model.parameters())

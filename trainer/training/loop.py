@@ -43,6 +43,7 @@ from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
+from pdeladder.trainer.training.timing import PhaseClock
 from pdeladder.trainer.training.unsolved import UnsolvedSpec, draw_unsolved, solver_seeds
 from pdeladder.trainer.training.validation import held_out_sums
 
@@ -161,6 +162,41 @@ def local_part(batch: dict[str, Any], slab: Slab | None) -> dict[str, Any]:
     return {**batch, "fields": batch["fields"][:, :, :, slab.lo[1] : slab.hi[1]]}
 
 
+def step_losses(
+    model: torch.nn.Module,
+    processor: DataProcessor,
+    batch: dict[str, Any],
+    unsolved: dict[str, Any] | None,
+    layout: SlotLayout,
+    weights: LossWeights,
+    si: dict[str, Any] | None,
+    domain: DomainGroup | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, dict[str, float], torch.Tensor]:
+    """One step's ``(loss, data loss, equation loss, residual per family, inputs)``: supervised
+    (the data loss plus, when weighted, the residual of the prediction) or, given an
+    ``unsolved`` batch, self-improvement (the residual on it plus the data anchor)."""
+    slab = slab_of(batch, domain)
+    x, family = processor.inputs(batch)
+    pred = model(x, family, slab).float()
+    on = {"slab": slab, "domain": domain}
+    data_loss = relative_loss(
+        pred, processor.normalised(batch), batch["predicted"], h1=weights.h1, **on
+    )
+    if unsolved is None:
+        eq_loss, per_family = None, {}
+        if weights.equation > 0:
+            physical = processor.physical(pred, family)
+            eq_loss, per_family = equation_loss(physical, batch, layout, **on)
+        return weights.combine(data_loss, eq_loss), data_loss, eq_loss, per_family, x
+    uslab = slab_of(unsolved, domain)
+    unsolved = local_part(unsolved, uslab)
+    ux, ufam = processor.inputs(unsolved)
+    upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
+    eq_loss, per_family = equation_loss(upred, unsolved, layout, slab=uslab, domain=domain)
+    loss = si["residual_weight"] * eq_loss + si["data_anchor_weight"] * data_loss
+    return loss, data_loss, eq_loss, per_family, x
+
+
 def peak_memory(device: torch.device) -> dict[str, float]:
     """This process's peak resident memory and, on a GPU, the allocator's peak, in MiB."""
     out = {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -177,6 +213,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
+    clock = PhaseClock(device)
     padding = OperatorConfig.from_json(cfg["model"]).padding  # the slabs cut the padded grid
     dims = ParallelDims.of(world, DomainLayout(x=cfg["domain_ranks"], padding=padding))
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
@@ -221,43 +258,36 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     queue = cfg.get("metrics_queue")
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     model.train()
+    clock.started()
     while step < total:
         if step == supervised and si and "before" not in scores:
-            scores["before"] = _held_out(model, processor, data, domain)
+            with clock("evaluation"):
+                scores["before"] = _held_out(model, processor, data, domain)
         lr = learning_rate(step, total, cfg["lr"])
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = processor.to_device(next(batches))
-        slab = slab_of(batch, domain)
-        x, family = processor.inputs(batch)
-        pred = model(x, family, slab).float()
-        target = processor.normalised(batch)
-        on = {"slab": slab, "domain": domain}
-        data_loss = relative_loss(pred, target, batch["predicted"], h1=weights.h1, **on)
-        eq_loss, per_family = None, {}
-        if step < supervised:
-            if weights.equation > 0:
-                physical = processor.physical(pred, family)
-                eq_loss, per_family = equation_loss(physical, batch, layout, **on)
-            loss = weights.combine(data_loss, eq_loss)
-        else:
-            unsolved = processor.to_device(pool.batch(step, dp_rank))
-            uslab = slab_of(unsolved, domain)
-            unsolved = local_part(unsolved, uslab)
-            ux, ufam = processor.inputs(unsolved)
-            upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
-            eq_loss, per_family = equation_loss(upred, unsolved, layout, slab=uslab, domain=domain)
-            loss = si["residual_weight"] * eq_loss + si["data_anchor_weight"] * data_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        with clock("data"):
+            batch = processor.to_device(next(batches))
+            if step >= supervised:
+                unsolved = processor.to_device(pool.batch(step, dp_rank))
+        with clock("compute"):
+            loss, data_loss, eq_loss, per_family, x = step_losses(
+                model, processor, batch, unsolved if step >= supervised else None,
+                layout, weights, si, domain,
+            )  # fmt: skip
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with clock("optimizer"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
         step += 1
         samples_since += x.shape[0]
         steps_since += 1
 
         last = step == total
-        if step % cfg["log_every"] == 0 or last or step % cfg["checkpoint_every"] == 0:
+        if not (step % cfg["log_every"] == 0 or last or step % cfg["checkpoint_every"] == 0):
+            continue
+        with clock("reporting"):
             loss_v, data_v, eq_v = _all_mean(
                 [float(loss), float(data_loss), float(eq_loss) if eq_loss is not None else 0.0]
             )
@@ -287,31 +317,32 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 "sharded_fraction": sharded_fraction,
                 **{f"residual/{k}": v for k, v in per_family.items()},
             }
-            t_last, samples_since, steps_since = time.perf_counter(), 0, 0
             if domain is not None:
                 domain.sent.clear()
-            if last:
+        if last:
+            with clock("evaluation"):
                 scores["after"] = _held_out(model, processor, data, domain)
-                for when, values in scores.items():
-                    metrics |= {f"{k}_{when}": v for k, v in values.items()}
-            if rank == 0 and queue is not None:
-                queue.put(metrics)
-            if step % cfg["checkpoint_every"] == 0 or last:
-                with tempfile.TemporaryDirectory() as folder:
-                    state = {
-                        "stage": cfg["stage"],
-                        "step": step,
-                        "model": model.config.to_json(),
-                        "model_class": LadderOperator.name,
-                        "layout": layout.to_json(),
-                        "paths": cfg["paths"],
-                        "scores": scores,
-                        "metrics": metrics,
-                    }
-                    save_training_state(folder, model, optimizer, state)
-                    ray.train.report(
-                        metrics, checkpoint=ray.train.Checkpoint.from_directory(folder)
-                    )
-            else:
+            for when, values in scores.items():
+                metrics |= {f"{k}_{when}": v for k, v in values.items()}
+        metrics |= clock.metrics()
+        if rank == 0 and queue is not None:
+            queue.put(metrics)
+        if step % cfg["checkpoint_every"] == 0 or last:
+            with clock("checkpoint"), tempfile.TemporaryDirectory() as folder:
+                state = {
+                    "stage": cfg["stage"],
+                    "step": step,
+                    "model": model.config.to_json(),
+                    "model_class": LadderOperator.name,
+                    "layout": layout.to_json(),
+                    "paths": cfg["paths"],
+                    "scores": scores,
+                    "metrics": metrics,
+                }
+                save_training_state(folder, model, optimizer, state)
+                ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+        else:
+            with clock("reporting"):
                 ray.train.report(metrics)
+        t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     batches.close()  # waits for the reads still in flight

@@ -6,6 +6,7 @@ Outputs under ``run_dir``::
     metrics.jsonl              one JSON line per report (stage, step, loss terms, lr, throughput)
     loss_curves.png            loss terms, learning rate and throughput against the global step
     stages/<stage>/model/      model.json + model.safetensors of the stage (pickle-free)
+    timing.json                per stage, where its wall time went (trainer/training/timing.py)
     ray/                       Ray Train's run folders and sharded training checkpoints
 """
 
@@ -30,6 +31,7 @@ from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.metrics_log import MetricsLog
+from pdeladder.trainer.training.timing import record_timing, stage_timing
 
 
 @dataclass
@@ -274,6 +276,7 @@ def train_curriculum(
                 ),
             )
             total = cfg["steps"] + (cfg["self_improvement"] or {}).get("steps", 0)
+            t_stage = time.perf_counter()
             with log.stage(stage.name, total, progress) as sink:
                 stop = threading.Event()
 
@@ -309,5 +312,6 @@ def train_curriculum(
                 )
             results[stage.name] = warm
             final = dict(result.metrics or {})
+            record_timing(run_dir, stage.name, stage_timing(time.perf_counter() - t_stage, final))
             log.plot()
     return TrainResult(warm, final, results, run_dir)
