@@ -79,6 +79,7 @@ def demo(
 
     from pdeladder.flows.closed_loop import Loop, closed_loop
     from pdeladder.flows.server import prefect_api
+    from pdeladder.trainer.training.timing import read_timing, timing_table
 
     file = quickstart_file()
     with prefect_api(host, port, startup_timeout):
@@ -87,6 +88,7 @@ def demo(
         result = closed_loop(loop)
     console = Console()
     console.print(scores_table(f"{file.name}: held-out scores after each stage", result["scores"]))
+    console.print(timing_table(read_timing(run_dir)))
     console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}")
     console.print(f"reports and PNGs: {run_dir / 'evaluation'}")
 

@@ -43,6 +43,7 @@ def train(
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train."""
     from pdeladder.trainer.training.run import train_curriculum
+    from pdeladder.trainer.training.timing import read_timing, timing_table
 
     result = train_curriculum(
         file,
@@ -57,7 +58,9 @@ def train(
         domain_ranks=_domain_ranks(domain_ranks),
     )
     held = {k: round(v, 5) for k, v in result.metrics.items() if k.startswith("held_out")}
-    Console().print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl\n{held}")
+    console = Console()
+    console.print(timing_table(read_timing(result.run_dir)))
+    console.print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl\n{held}")
 
 
 def _domain_ranks(value: str | None) -> int | str | None:

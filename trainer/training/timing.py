@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.table import Table
 
 PHASES = ("startup", "data", "compute", "optimizer", "evaluation", "checkpoint", "reporting")
 TIMING_FILE = "timing.json"
@@ -87,3 +88,13 @@ def read_timing(run_dir: Path) -> dict[str, dict[str, float]]:
     """Every stage's split recorded under ``run_dir`` (empty when none was)."""
     path = Path(run_dir, TIMING_FILE)
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def timing_table(timing: dict[str, dict[str, float]]) -> Table:
+    """Each stage's wall time and its split (share of the wall time per part) as a table."""
+    parts = ("workers", *PHASES)
+    table = Table("stage", "wall", *parts, "in steps", title="Where the training time went")
+    for stage, t in timing.items():
+        shares = [f"{t[f'{p}_s'] / t['wall_s']:.0%}" for p in parts]
+        table.add_row(stage, f"{t['wall_s']:.1f} s", *shares, f"{t['steps_share']:.0%}")
+    return table
