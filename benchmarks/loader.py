@@ -244,7 +244,10 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
         assert sum(processor.normalised(b).shape[0] for b in dataset) == N
 
     def baseline(stats: tuple[float, float] | None) -> Callable[[], None]:
-        return lambda: h5py_batches(h5, order, stats)
+        def run() -> None:
+            assert h5py_batches(h5, order, stats) == N
+
+        return run
 
     def chunk_files(*, check_and_normalise: bool) -> Callable[[], None]:
         def run() -> None:

@@ -18,6 +18,7 @@ from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.training.layout import SlotLayout
 
 
@@ -48,6 +49,7 @@ class GroupSamples:
     test: np.ndarray  # (N_test,) int64: held-out ok samples, ascending
     checksums: np.ndarray  # (N,) uint32: recorded checksum of each sample (0 where not ok)
     params: np.ndarray  # (N, P_f) float64 parameter vectors in the family's order
+    params_norm: np.ndarray  # (N, n_params) float32: the same in [-1, 1], as the layout has it
     channels: int  # C_f, the group's stored channels
 
     def refs(self, path: str, indices: np.ndarray) -> list[SampleRef]:
@@ -91,13 +93,15 @@ class Catalog:
         for g in opened:
             layout.family_id(g.family)  # a family the layout has no slots for fails here
             train, test = split(np.flatnonzero(status[g.path] == OK), held_out)
+            params = g.params()
             entries[g.path] = GroupSamples(
                 family=g.family,
                 grid=g.grid,
                 train=train,
                 test=test,
                 checksums=g.checksums(status[g.path]),
-                params=g.params(),
+                params=params,
+                params_norm=layout.normalise_params(get_family(g.family), params),
                 channels=len(g.channel_names),
             )
         if not any(len(e.train) + len(e.test) for e in entries.values()):

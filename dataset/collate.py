@@ -179,6 +179,7 @@ def collate(items: list[Item], catalog: Catalog) -> dict[str, Any]:
         fields,
         entry.params[index],
         solved=True,
+        params_norm=entry.params_norm[index],
         group=path,
         index=index,
     )
@@ -192,15 +193,19 @@ def make_batch(
     params: np.ndarray,
     *,
     solved: bool,
+    params_norm: np.ndarray | None = None,
     group: str | None = None,
     index: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The batch of one family's ``(B, T, C_f, X, Y, Z)`` physical fields (the whole grid, or
-    one rank's slab of it) and ``(B, P_f)`` params: :func:`batch_dict` of them in slots."""
+    one rank's slab of it) and ``(B, P_f)`` params: :func:`batch_dict` of them in slots
+    (``params_norm`` computed unless given)."""
     slotted = new_fields(layout, family, grid.dim, fields.shape)
     slotted[:, :, slots(layout, family, grid.dim)] = fields
+    if params_norm is None:
+        params_norm = layout.normalise_params(get_family(family), params)
     return batch_dict(
-        layout, family, grid, slotted, params, solved=solved, group=group, index=index
+        layout, family, grid, slotted, params, params_norm, solved=solved, group=group, index=index
     )
 
 
@@ -210,14 +215,16 @@ def batch_dict(
     grid: Grid,
     fields: np.ndarray,
     params: np.ndarray,
+    params_norm: np.ndarray,
     *,
     solved: bool,
     group: str | None = None,
     index: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
-    ``(B, T, C, X, Y, Z)``, already in ``layout``'s slots, of samples ``index`` of ``group``
-    (None and -1 for samples not from a store)."""
+    ``(B, T, C, X, Y, Z)``, already in ``layout``'s slots, and ``params`` ``(B, P_f)`` with
+    their :meth:`~pdeladder.trainer.training.layout.SlotLayout.normalise_params`, of samples
+    ``index`` of ``group`` (None and -1 for samples not from a store)."""
     fam = get_family(family)
     b = fields.shape[0]
     padded = np.zeros((b, max(layout.n_params, params.shape[1])), np.float32)
@@ -228,7 +235,7 @@ def batch_dict(
         "present": torch.from_numpy(np.repeat(present[None], b, 0)),
         "predicted": torch.from_numpy(np.repeat(predicted[None], b, 0)),
         "params": torch.from_numpy(padded),
-        "params_norm": torch.from_numpy(layout.normalise_params(fam, params)),
+        "params_norm": torch.from_numpy(params_norm),
         "family": torch.full((b,), layout.family_id(family), dtype=torch.long),
         "solved": torch.full((b,), solved),
         "grid": grid,

@@ -220,6 +220,7 @@ class StoreDataset(IterableDataset):
                     entry.grid,
                     fields,
                     entry.params[indices],
+                    entry.params_norm[indices],
                     solved=True,
                     group=path,
                     index=indices,
