@@ -10,7 +10,8 @@ rank, :func:`x_slab_partitioner`) and each rank samples its own slab: no gather.
 from mpi4py import MPI
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 import ufl
@@ -285,3 +286,14 @@ def l2_norm(*errors: Any, dx: Any = None) -> float:
         integrand = integrand + e**2
     form = fem.form(integrand * (ufl.dx if dx is None else dx))
     return math.sqrt(form.mesh.comm.allreduce(fem.assemble_scalar(form), op=MPI.SUM))
+
+
+def time_profile(
+    study: Literal["space", "time"], omega: float
+) -> tuple[Callable[[float], float], Callable[[float], float]]:
+    """The time factor ``g`` of a manufactured solution ``g(t) φ(x)`` and its derivative ``g'``:
+    ``g = 1 + t`` for the space study (implicit Euler and Crank–Nicolson integrate it exactly,
+    so only the spatial error remains), ``g = 1 + sin(ω t)`` for the time study."""
+    if study == "space":
+        return (lambda t: 1.0 + t), (lambda t: 1.0)
+    return (lambda t: 1.0 + math.sin(omega * t)), (lambda t: omega * math.cos(omega * t))

@@ -39,6 +39,7 @@ from pdeladder.solvers.fem import (
     l2_norm,
     make_ksp,
     solve_checked,
+    time_profile,
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.stepping import TimeStepper
@@ -150,20 +151,7 @@ def manufactured_error(
     # source is f = g' φ + g (∇·(b φ) - ε Δφ) plus the wall flux g (ε∇φ - b φ)·n, which is
     # nonzero only in 1D. g = 1 + t for the space study (Crank–Nicolson is exact for it).
     eps, t_end = 0.05, 1.0
-    if study == "space":
-
-        def g(t: float) -> float:
-            return 1.0 + t
-
-        def dg(t: float) -> float:
-            return 1.0
-    else:
-
-        def g(t: float) -> float:
-            return 1.0 + math.sin(8 * t)
-
-        def dg(t: float) -> float:
-            return 8 * math.cos(8 * t)
+    g, dg = time_profile(study, omega=8)
 
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)

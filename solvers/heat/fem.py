@@ -31,6 +31,7 @@ from pdeladder.solvers.fem import (
     l2_norm,
     make_ksp,
     solve_checked,
+    time_profile,
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.heat import Heat, HeatParams
@@ -108,20 +109,7 @@ def manufactured_error(
     # u = g(t) φ(x), φ = Π cos(π x_i) (zero normal flux), f = (g' + κ d π² g) φ, with
     # g = 1 + t for the space study (implicit Euler is exact in time) and 1 + sin(2t) otherwise.
     kappa, t_end = 0.05, 1.0
-    if study == "space":
-
-        def g(t: float) -> float:
-            return 1.0 + t
-
-        def dg(t: float) -> float:
-            return 1.0
-    else:
-
-        def g(t: float) -> float:
-            return 1.0 + math.sin(2 * t)
-
-        def dg(t: float) -> float:
-            return 2 * math.cos(2 * t)
+    g, dg = time_profile(study, omega=2)
 
     def source(t: float) -> float:
         return dg(t) + kappa * dim * math.pi**2 * g(t)
