@@ -1,18 +1,26 @@
 """Domain-parallel benchmark, one run: one training sample split over ``k`` gloo processes.
 
-``python benchmarks/domain_parallel.py [--size 128] [--steps 3]``. For a fixed 2D sample
+``python benchmarks/domain_parallel.py [--size 128] [--steps 3] [--timing-only]``. For a fixed 2D sample
 ``(T, X, Y) = (11, size, size)`` (width 16, 4 Fourier layers, 25 % padding, batch 1, activation
 checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4`` domain ranks:
 
-- each rank's peak tensor memory: peak resident memory (``ru_maxrss``) less the resident
-  memory before the first step, beside the memory model's prediction
-  (:func:`pdeladder.trainer.distributed.memory.peak_bytes`); target ``peak(k) ≤ 1.15 ·
-  peak(1) / k`` plus the rank's share of parameters and optimizer state;
-- the bytes each rank hands to the spectral layers' all-reduce per forward pass, against the
-  formula ``8 · B · width · M`` per layer (a ring all-reduce moves ``2 (k-1)/k`` of it), at this
-  size and at twice the size (it must not change);
+- each rank's peak tensor memory, counted as the CUDA allocator's peak counts it on a GPU (live
+  tensor bytes; no interpreter, libraries or allocator cache): the tensors the rank holds
+  between steps (its parameter and optimizer shards, its slab of the sample) plus the peak of the
+  bytes the CPU allocator hands out during one step (the profiler's memory events, "Total
+  Allocated"), beside the memory model's prediction
+  (:func:`pdeladder.trainer.distributed.memory.peak_bytes`) and the raw resident figures (peak
+  RSS, and peak RSS less the RSS before the first step, which holds library pages touched and
+  heap kept by the C allocator: not comparable with a GPU's peak); target ``peak(k) ≤ 1.15 ·
+  peak(1) / k`` plus the rank's parameter and optimizer shard;
+- the bytes each rank hands to the spectral layers' all-reduce (split around the mixing) per
+  forward pass, against the formula ``8 · B · width · M`` per layer (a ring all-reduce moves
+  ``2 (k-1)/k`` of it), at this size and at twice the size (it must not change);
 - the step time, ``k = 2`` against ``k = 1`` on the same sample (target ≥ 1.6x on two cores),
-  with FSDP2 over all ranks and with the parameters replicated over the domain ranks;
+  with FSDP2 over all ranks and with the parameters replicated over the domain ranks; every
+  rank, ``k = 1`` too, runs one thread. Beside the wall time (the target), each rank's CPU time
+  per step and the load average: other processes on the cores stretch the wall time, not the
+  CPU time;
 - in one process, disk offload against checkpointing alone (target ≤ 1.10x the step time).
 
 It prints a table of ratios, writes ``domain_parallel.json`` and a PNG of memory per rank to
@@ -45,6 +53,29 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def held_mb(*tensors: torch.Tensor) -> float:
+    """MiB of the distinct storages behind ``tensors`` (FSDP shards: their local storage)."""
+    storages = {}
+    for t in tensors:
+        t = t.to_local() if hasattr(t, "to_local") else t
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values()) / 2**20
+
+
+def allocated_peak_mb(step, trace: str) -> float:
+    """Peak MiB of CPU tensors allocated during ``step()`` and alive at once (tensors allocated
+    before it, e.g. parameters, are not counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    prof.export_chrome_trace(trace)
+    events = json.loads(Path(trace).read_text())["traceEvents"]
+    Path(trace).unlink()
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    return max(totals, default=0) / 2**20
+
+
 def rank_main(
     rank: int, world: int, init: str, out: str, size: int, steps: int, shard: str
 ) -> None:
@@ -71,17 +102,26 @@ def rank_main(
     local = slab.local_shape if slab else grid
     x = torch.randn(1, cfg.in_channels, *local)
     family = torch.zeros(1, dtype=torch.long)
-    before = rss_mb()
-    times = []
-    for _ in range(steps + 1):  # the first step warms up (lazy buffers, FFT plans); not timed
-        dist.barrier()
-        t0 = time.perf_counter()
+
+    def step():
         loss = model(x, family, slab).square().sum()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+
+    before = rss_mb()
+    times, cpu = [], []
+    for _ in range(steps + 1):  # the first step warms up (lazy buffers, FFT plans); not timed
+        dist.barrier()
+        t0, c0 = time.perf_counter(), time.process_time()
+        step()
+        cpu.append(time.process_time() - c0)
         dist.barrier()
         times.append(time.perf_counter() - t0)
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    states = [v for state in opt.state.values() for v in state.values() if torch.is_tensor(v)]
+    shard_mb = held_mb(*model.parameters(), *states)
+    step_peak = allocated_peak_mb(step, f"{out}.{rank}.trace.json")
     sent = 0
     if domain is not None:
         domain.sent.clear()
@@ -94,8 +134,13 @@ def rank_main(
     for n in kept.block_shape:
         m *= n
     result = {
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before,
+        "tensor_peak_mb": shard_mb + held_mb(x, family) + step_peak,
+        "shard_mb": shard_mb,
+        "rss_peak_mb": rss_peak,
+        "rss_above_start_mb": rss_peak - before,
         "step_s": sorted(times[1:])[len(times[1:]) // 2],
+        "cpu_s": sorted(cpu[1:])[len(cpu[1:]) // 2],
+        "threads": torch.get_num_threads(),
         "forward_bytes": sent,
         "formula_bytes": 8 * 1 * WIDTH * m * LAYERS if world > 1 else 0,
     }
@@ -146,14 +191,38 @@ def plot(results: dict, path: Path) -> None:
     ks = sorted(results["memory"], key=int)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for i, k in enumerate(ks):
-        peaks = results["memory"][k]["measured_mb"]
+        peaks = results["memory"][k]["tensor_peak_mb"]
         ax.bar([i * 5 + r for r in range(len(peaks))], peaks, color="C0")
-        ax.hlines(results["memory"][k]["predicted_mb"], i * 5 - 0.4, i * 5 + len(peaks) - 0.6, "C1")
+        ends = (i * 5 - 0.4, i * 5 + len(peaks) - 0.6)
+        ax.hlines(results["memory"][k]["predicted_mb"], *ends, "C1", label="memory model")
+        ax.hlines(results["memory"][k]["target_mb"], *ends, "C3", "dashed", label="target")
     ax.set_xticks([i * 5 + (int(k) - 1) / 2 for i, k in enumerate(ks)], [f"k = {k}" for k in ks])
-    ax.set_ylabel("peak resident memory above start (MiB)")
-    ax.set_title(f"one 2D sample {T}×{results['size']}²: bars, each rank; lines, memory model")
+    ax.set_ylabel("peak tensor memory per rank (MiB)")
+    ax.set_title(f"one 2D sample {T}×{results['size']}²: bars, each rank")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[:2], labels[:2])
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def timing(runs: dict[int, list[dict]], name: str) -> dict:
+    """Step time and CPU time per step of ``k = 1`` over those of ``k = 2`` (slowest rank)."""
+    wall = {k: max(r["step_s"] for r in ranks) for k, ranks in runs.items()}
+    cpu = {k: max(r["cpu_s"] for r in ranks) for k, ranks in runs.items()}
+    threads = sorted({r["threads"] for ranks in runs.values() for r in ranks})
+    result = {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "speedup": wall[1] / wall[2],
+        "cpu_ratio": cpu[1] / cpu[2],
+    }
+    print(
+        f"step time k=1 / k=2, {name}: {result['speedup']:.2f}x wall (target >= 1.6x; "
+        f"{wall[1]:.3f} s / {wall[2]:.3f} s), {result['cpu_ratio']:.2f}x CPU time per rank "
+        f"({cpu[1]:.3f} s / {cpu[2]:.3f} s); threads per rank {threads}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    return result
 
 
 def main() -> None:
@@ -165,49 +234,66 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("runs/bench"))
+    parser.add_argument(
+        "--timing-only", action="store_true", help="only time k = 1 against k = 2 (no files)"
+    )
     args = parser.parse_args()
     from pdeladder.trainer.distributed.memory import peak_bytes
     from pdeladder.trainer.distributed.slab import DomainLayout
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    results = {"size": args.size, "memory": {}}
+    print(f"sample (T, X, Y) = ({T}, {args.size}, {args.size}), width {WIDTH}, {LAYERS} layers")
+    print(f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as folder:
+        if args.timing_only:
+            timing(
+                {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2)}, "FSDP2 over all"
+            )
+            return
         runs = {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2, 4)}
         double = run_ranks(2, 2 * args.size, 1, folder)
         replicated = run_ranks(2, args.size, args.steps, folder, shard="dp")
-    base = max(r["peak_mb"] for r in runs[1])
-    print(f"sample (T, X, Y) = ({T}, {args.size}, {args.size}), width {WIDTH}, {LAYERS} layers")
-    print("k  peak/rank MiB (max)  vs peak(1)/k  model MiB  comm bytes vs formula  step s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {"size": args.size, "memory": {}}
+    base = max(r["tensor_peak_mb"] for r in runs[1])
+    print(
+        "peak per rank (MiB): tensors = held between steps + the step's allocator peak (as a GPU "
+        "allocator's peak); RSS raw, and above the RSS before the first step"
+    )
+    print("k  tensors (max)  vs peak(1)/k  target  model   RSS peak  RSS above  comm vs formula")
     for k, ranks in runs.items():
         layout = DomainLayout(x=k, padding=config().padding)
         grid = (T, args.size, args.size, 1)
         predicted = peak_bytes(config(), grid, 2, 1, layout, k, True) / 2**20
-        peak = max(r["peak_mb"] for r in ranks)
+        peak = max(r["tensor_peak_mb"] for r in ranks)
+        target = 1.15 * base / k + max(r["shard_mb"] for r in ranks)
         comm = ranks[0]["forward_bytes"] / max(ranks[0]["formula_bytes"], 1)
         results["memory"][str(k)] = {
-            "measured_mb": [r["peak_mb"] for r in ranks],
+            "tensor_peak_mb": [r["tensor_peak_mb"] for r in ranks],
+            "rss_peak_mb": [r["rss_peak_mb"] for r in ranks],
+            "rss_above_start_mb": [r["rss_above_start_mb"] for r in ranks],
             "predicted_mb": predicted,
+            "target_mb": target,
             "ratio_to_ideal": peak / (base / k),
-            "step_s": max(r["step_s"] for r in ranks),
             "comm_vs_formula": comm if k > 1 else None,
         }
+        rss = max(r["rss_peak_mb"] for r in ranks)
+        above = max(r["rss_above_start_mb"] for r in ranks)
         print(
-            f"{k}  {peak:10.1f}           {peak / (base / k):5.2f}x       {predicted:8.1f}  "
-            f"{comm if k > 1 else float('nan'):8.4f}x             "
-            f"{results['memory'][str(k)]['step_s']:.3f}"
+            f"{k}  {peak:8.1f}       {peak / (base / k):5.2f}x     {target:6.1f}  {predicted:6.1f}"
+            f"  {rss:7.1f}   {above:7.1f}    {comm if k > 1 else float('nan'):.4f}x"
         )
-    speedup = results["memory"]["1"]["step_s"] / results["memory"]["2"]["step_s"]
-    speedup_hsdp = results["memory"]["1"]["step_s"] / max(r["step_s"] for r in replicated)
+    results["step_time"] = {
+        "fsdp_over_all": timing({k: runs[k] for k in (1, 2)}, "FSDP2 over all ranks"),
+        "replicated_over_domain": timing(
+            {1: runs[1], 2: replicated}, "parameters replicated over the domain ranks"
+        ),
+    }
     grid_free = double[0]["forward_bytes"] / runs[2][0]["forward_bytes"]
     results |= {
-        "speedup_k2": speedup,
-        "speedup_k2_replicated_over_domain": speedup_hsdp,
         "comm_at_double_size": grid_free,
         "disk_offload_step_ratio": offload_ratio(args.size, args.steps),
     }
-    print(f"step time k=1 / k=2: {speedup:.2f}x (target >= 1.6x), FSDP2 over all ranks")
-    print(f"step time k=1 / k=2: {speedup_hsdp:.2f}x, parameters replicated over the domain ranks")
-    print(f"all-reduce bytes at twice the grid / at this grid: {grid_free:.3f} (target 1)")
+    print(f"spectral bytes at twice the grid / at this grid: {grid_free:.3f} (target 1)")
     print(
         f"disk offload / checkpointing step time: {results['disk_offload_step_ratio']:.2f}x (<= 1.10x)"
     )
