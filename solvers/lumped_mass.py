@@ -43,15 +43,19 @@ class LumpedDiffusion:
             sigma_c * ufl.inner(u, v) * lumped
             + kappa_c * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
         )
-        self.A = assemble_matrix(fem.form(a))
-        self.A.assemble()
         m = assemble_vector(fem.form(v * lumped))
         m.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
         self.mass = m.array.copy()
         m.destroy()
         self.dofs = V.dofmap.index_map.size_global
         self.solver = choose_solver("mass", msh.topology.dim, self.dofs)
-        self.ksp = make_ksp(msh.comm, self.A, self.solver, prefix=f"{name}_{id(self.A)}_")
+        self.A = assemble_matrix(fem.form(a))
+        self.A.assemble()
+        try:  # a failed set-up must not leave the matrix behind
+            self.ksp = make_ksp(msh.comm, self.A, self.solver, prefix=f"{name}_{id(self.A)}_")
+        except BaseException:
+            self.A.destroy()
+            raise
         self.rhs = self.A.createVecRight()
 
     def solve(self, r: np.ndarray, u: fem.Function) -> int:

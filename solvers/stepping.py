@@ -5,6 +5,7 @@ around it ends, a failed solve included.
 """
 
 import contextlib
+import functools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,24 @@ class TimeStepper(ABC):
         self.msh, self.tau = msh, tau
         self._owned: list[Any] = []
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Guard each subclass's ``__init__``: when assembling fails part way (a factorization,
+        say), what it owned so far is destroyed, since no ``with`` block has started yet."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def guarded(self: "TimeStepper", *args: Any, **kw: Any) -> None:
+            try:
+                init(self, *args, **kw)
+            except BaseException:
+                self.close()
+                raise
+
+        cls.__init__ = guarded  # type: ignore[method-assign]
+
     def own[T](self, obj: T) -> T:
         """Register a PETSc object (anything with ``destroy()``) to release on :meth:`close`."""
         self._owned.append(obj)
@@ -44,8 +63,9 @@ class TimeStepper(ABC):
 
     def close(self) -> None:
         """Destroy every owned PETSc object, last made first."""
-        while self._owned:
-            self._owned.pop().destroy()
+        owned = getattr(self, "_owned", [])  # none yet if a subclass failed before super()
+        while owned:
+            owned.pop().destroy()
 
     def __enter__(self) -> Self:
         return self

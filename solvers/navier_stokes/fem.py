@@ -62,6 +62,14 @@ from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 from pdeladder.solvers.stepping import TimeStepper
 
 
+def convection(w: Any, u: Any, v: Any) -> Any:
+    """The skew-symmetric convection form ``((w·∇)u, v) + ½((∇·w) u, v)``; zero for ``v = u``
+    when ``u`` vanishes on the boundary."""
+    return (
+        ufl.inner(ufl.dot(ufl.grad(u), w), v) * ufl.dx + 0.5 * ufl.div(w) * ufl.inner(u, v) * ufl.dx
+    )
+
+
 class TaylorHoodFlow(TimeStepper):
     """Taylor–Hood (P2–P1) semi-implicit BDF2 for incompressible Navier–Stokes on ``msh``.
 
@@ -264,14 +272,6 @@ class TaylorHoodFlow(TimeStepper):
         return np.concatenate(
             [velocity.to_grid(self.velocity()), pressure.to_grid(self.pressure())]
         )
-
-
-def convection(w: Any, u: Any, v: Any) -> Any:
-    """The skew-symmetric convection form ``((w·∇)u, v) + ½((∇·w) u, v)``; zero for ``v = u``
-    when ``u`` vanishes on the boundary."""
-    return (
-        ufl.inner(ufl.dot(ufl.grad(u), w), v) * ufl.dx + 0.5 * ufl.div(w) * ufl.inner(u, v) * ufl.dx
-    )
 
 
 def random_potential(

@@ -66,3 +66,17 @@ def test_a_failed_step_releases_the_petsc_objects_and_keeps_the_statistics():
         stepper.sampled(5, 1, lambda n, u: u.x.array[None, :, None, None].copy(), stats)
     assert not any(made)  # every handle destroyed
     assert (stats.dofs, stats.steps, stats.krylov_iterations) == (9, 5, 2 * per_step)
+
+
+def test_a_stepper_that_fails_while_assembling_releases_what_it_made():
+    made = []
+
+    class FailingSetup(ImplicitEuler):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.extend([self.M, self.A, self.ksp, self.b])
+            raise SolveError("injected fault")
+
+    with pytest.raises(SolveError, match="injected fault"):
+        FailingSetup(grid_mesh(MPI.COMM_SELF, Grid(1, 9, 2, 1.0)), 0.02, 0.2)
+    assert len(made) == 4 and not any(made)
