@@ -1,8 +1,8 @@
 """Domain-parallel benchmark, one run: one training sample split over ``k`` gloo processes.
 
-``python benchmarks/domain_parallel.py [--size 128] [--steps 3] [--timing-only]``. For a fixed 2D sample
-``(T, X, Y) = (11, size, size)`` (width 16, 4 Fourier layers, 25 % padding, batch 1, activation
-checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4`` domain ranks:
+``python benchmarks/domain_parallel.py [--size 128] [--steps 3] [--timing-only]``. For a fixed
+2D sample ``(T, X, Y) = (11, size, size)`` (width 16, 4 Fourier layers, 25 % padding, batch 1,
+activation checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4`` domain ranks:
 
 - each rank's peak tensor memory, counted as the CUDA allocator's peak counts it on a GPU (live
   tensor bytes; no interpreter, libraries or allocator cache): the tensors the rank holds

@@ -25,6 +25,11 @@ from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform
 
 
+def share_rows(modes: int, ranks: int) -> int:
+    """Rows of each rank's share of ``modes`` kept modes over ``ranks`` domain ranks."""
+    return -(-modes // ranks)
+
+
 class SlabFFT(SpectralTransform):
     """:class:`LocalFFT` on this rank's slab; its kept block summed over the domain group, each
     rank receiving its share of the modes (:meth:`modes`) and handing back its mixed share."""
@@ -35,7 +40,7 @@ class SlabFFT(SpectralTransform):
 
     def rows(self, sel: ModeSelection) -> int:
         """Rows of one share, ``s = ⌈M/k⌉``."""
-        return -(-math.prod(sel.block_shape) // self.domain.size)
+        return share_rows(math.prod(sel.block_shape), self.domain.size)
 
     def modes(self, sel: ModeSelection) -> range:
         s = self.rows(sel)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pdeladder.trainer.distributed.fft import share_rows
 from pdeladder.trainer.distributed.offload import MIN_BYTES
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
 from pdeladder.trainer.layers.fft import ModeSelection
@@ -78,11 +79,14 @@ def saved_bytes(
     checkpointing: bool,
     offload: str = "none",
     precision: str = "fp32",
+    domain: int = 1,
 ) -> Saved:
     """What autograd saves in a training forward pass of ``batch`` samples on ``slab`` (of the
-    unpadded grid), parameters and the model input excluded (counted elsewhere).
+    unpadded grid) of a sample split over ``domain`` ranks, parameters and the model input
+    excluded (counted elsewhere).
 
-    Per tensor, with ``N``/``P`` the slab's unpadded/padded points, ``M`` kept modes, ``w`` the
+    Per tensor, with ``N``/``P`` the slab's unpadded/padded points, ``M`` the kept modes this
+    rank mixes (all of them in one process, ``⌈M/k⌉`` of them on ``k`` domain ranks), ``w`` the
     width, ``a`` the activation dtype's bytes: the coordinates ``4 N a`` (one grid, broadcast
     over the batch); the lift's concatenated input, hidden layer and its GELU
     ``B N (in + 4 + 4w) a`` and the family ids; per block its input and (all but the last) its
@@ -99,7 +103,7 @@ def saved_bytes(
     padded = slab.padded(padding(slab.shape, config.padding))
     p = math.prod(padded.local_shape)
     sel = ModeSelection.of(padded.shape, config.modes)
-    m = math.prod(sel.block_shape)
+    m = share_rows(math.prod(sel.block_shape), domain)
     coords, family, hidden = 4 * n * act, LONG * b, b * w * p * act
     lift = b * n * (config.in_channels + 4 + 4 * w) * act + family
     # index_select's index: W(k) (and W(-k) with the ½ pairs when the half axis is not z)
@@ -129,7 +133,8 @@ def _crop_is_view(local: tuple[int, ...], padded: tuple[int, ...]) -> bool:
 def transform_bytes(config: OperatorConfig, slab: Slab, batch: int) -> int:
     """The spectral transform's largest buffers at once on one rank: the pruned transform's
     largest intermediate (complex, with the FFT's output beside it) and the kept block
-    ``(B, w, *kept)`` three times (this rank's part, the all-reduced copy, the mixed block)."""
+    ``(B, w, *kept)`` three times (this rank's part, its rows padded to the domain ranks' equal
+    shares, the gathered mixed block; the shares themselves are ``1/k`` of it)."""
     padded = slab.padded(padding(slab.shape, config.padding))
     sel = ModeSelection.of(padded.shape, config.modes)
     dims = list(padded.local_shape)
@@ -163,8 +168,10 @@ def rank_bytes(
     offload: str = "none",
     precision: str = "fp32",
     fsdp: bool = True,
+    domain: int = 1,
 ) -> dict[str, int]:
-    """One training rank's predicted tensor bytes by part (see the module docstring): keys
+    """One training rank's predicted tensor bytes by part (see the module docstring), the sample
+    split over ``domain`` ranks: keys
     ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``, ``activations``,
     ``offloaded`` (not on the device), ``recompute``, ``working``, ``transform``, ``peak``."""
     params, block = parameter_count(config)
@@ -177,7 +184,7 @@ def rank_bytes(
         math.prod(slab.local_shape),
         math.prod(slab.padded(padding(slab.shape, config.padding)).local_shape),
     )
-    saved = saved_bytes(config, slab, batch, checkpointing, offload, precision)
+    saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)
     act = PRECISIONS[precision]
     parts = {
         "parameters": FLOAT * shard,
@@ -222,6 +229,7 @@ def peak_bytes(
             offload=offload,
             precision=precision,
             fsdp=fsdp,
+            domain=domain.size,
         )["peak"]
         for slab in largest_ranks(grid, domain)
     )
