@@ -105,16 +105,11 @@ def plan(
         typer.echo(json.dumps({"curriculum": spec.name, "stages": stages}, indent=2))
         return
     for s in stages:
-        table = Table(title=f"{spec.name} / {s['stage']}")
-        cols = (
-            "group",
-            "samples",
-            "DOF-steps",
-            "bytes",
-            f"stored ({spec.compression})",
-            "time (1 core)",
-            "memory/sample",
+        table = Table(
+            title=f"{spec.name} / {s['stage']}: {_si(s['bytes'], 'B')} of fields, stored "
+            f"with {spec.compression}"
         )
+        cols = ("group", "samples", "DOF-steps", "stored", "time (1 core)", "memory/sample")
         for col in (*cols, "ranks", "memory/rank"):
             table.add_column(col, justify="left" if col == "group" else "right")
         for g in s["groups"]:
@@ -123,7 +118,6 @@ def plan(
                 g["group"],
                 str(g["samples"]),
                 _si(g["dof_steps"]),
-                _si(g["bytes"], "B"),
                 _si(g["stored_bytes"], "B"),
                 human_time(g["seconds"]),
                 _si(g["memory_per_sample_bytes"], "B") + big,
@@ -134,7 +128,6 @@ def plan(
             "[bold]total",
             str(s["samples"]),
             _si(s["dof_steps"]),
-            _si(s["bytes"], "B"),
             _si(s["stored_bytes"], "B"),
             human_time(s["seconds"]),
         )

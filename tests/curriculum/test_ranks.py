@@ -14,7 +14,14 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage
-from pdeladder.curriculum.cost import Calibration, CostModel, MemoryCalibration, human_time
+from pdeladder.curriculum.cost import (
+    Calibration,
+    CompressionCalibration,
+    CostModel,
+    MemoryCalibration,
+    human_time,
+)
+from pdeladder.dataset.format import COMPRESSIONS
 from pdeladder.dataset.store import OK, open_store
 from pdeladder.dataset.verify import verify
 from pdeladder.errors import CurriculumError, UserInputError
@@ -56,6 +63,8 @@ def seed_cache(cache: Path) -> None:
         mem = MemoryCalibration("heat", dim, 100e6, 0.0, 1e6 if dim == 2 else 1.0, "seeded")
         entries[cm._key("heat", dim)] = asdict(cal)
         entries[cm._key("heat", dim) + "|memory"] = asdict(mem)
+        ratios = CompressionCalibration("heat", dim, dict.fromkeys(COMPRESSIONS, 1.0), "seeded")
+        entries[cm._key("heat", dim) + "|compression"] = asdict(ratios)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(entries))
 
