@@ -6,13 +6,14 @@ on a slab: the DFT rows of its own global offsets on a split axis, the pruned lo
 the others). One all-reduce sums them, split in its two halves around the mixing: a
 reduce-scatter hands each rank the sum of its share of the ``M`` kept modes (``s = ⌈M/k⌉`` rows
 of the row-major block, padded with zero rows to ``k·s``: a rank may hold padding only, and
-still takes part), which the rank alone mixes with its weights; an all-gather of the mixed shares gives every rank the whole mixed block, which it
-evaluates at its own points (the inverse, no communication). So the mixing, its kept weights
-and their gradient are computed once per group, not on every rank; a weight's gradient on a rank
-covers its share's modes only, and the parameters' reduction over the domain ranks
+still takes part), which the rank alone mixes with its weights; an all-gather of the mixed
+shares gives every rank the whole mixed block, which it evaluates at its own points (the
+inverse, no communication). So the mixing, its kept weights and their gradient are computed
+once per group, not on every rank; a weight's gradient on a rank covers its share's modes only,
+and the parameters' reduction over the domain ranks
 (:mod:`~pdeladder.trainer.distributed.parallelize`) sums the shares once. Per forward transform a
 rank hands the reduce-scatter ``8 · B · C · k⌈M/k⌉`` bytes (complex64, rows padded to ``k``
-equal shares) and the all-gather ``1/k`` of that, a ring all-reduce's ``2 (k-1)/k`` of the
+equal shares) and the all-gather ``1/k`` of that: a ring all-reduce's ``2 (k-1)/k`` of the
 block on the wire, whatever the grid.
 """
 

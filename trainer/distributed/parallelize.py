@@ -4,8 +4,9 @@ Ranks form a 2-D mesh ``(dp, domain)`` (DESIGN.md): each of the ``dp`` groups tr
 of its own, the ``domain.size`` ranks of a group hold slabs of the same sample. FSDP2 shards the
 parameters over all ranks. Under the gradient convention of
 :mod:`~pdeladder.trainer.distributed.collectives` the domain ranks' gradients are shares that sum
-to a sample's gradient, so FSDP's reduction divides by ``dp`` (the mean over samples), not by the
-world size.
+to a sample's gradient (a spectral weight's share: the modes that rank mixes,
+:mod:`~pdeladder.trainer.distributed.fft`), so FSDP's reduction sums each once and divides by
+``dp`` (the mean over samples), not by the world size.
 """
 
 import warnings
