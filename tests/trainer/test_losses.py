@@ -60,6 +60,24 @@ def test_residual_is_small_on_solver_data_and_large_when_perturbed(heat_batch):
     assert per_family["heat"] == pytest.approx(small.item())
 
 
+def test_equation_term_is_capped_at_the_trivial_prediction(heat_batch):
+    # A prediction with more residual than the initial state held constant contributes 1 and no
+    # gradient (the term never pulls toward the trivial prediction); below that it is the ratio.
+    batch, layout = heat_batch
+    truth = batch["fields"].movedim(2, 1)
+    torch.manual_seed(1)
+    rough = (truth + truth.std() * torch.randn_like(truth)).requires_grad_(True)
+    loss, per_family = equation_loss(rough, batch, layout)
+    assert per_family["heat"] > 10.0  # the uncapped ratio is what is logged
+    assert loss.item() == 1.0
+    (grad,) = torch.autograd.grad(loss, rough)
+    assert grad.abs().max().item() == 0.0
+    trivial = truth[:, :, :1].expand_as(truth)
+    halfway, per_family = equation_loss(0.5 * (truth + trivial), batch, layout)
+    assert 0.05 < halfway.item() < 1.0
+    assert halfway.item() == pytest.approx(per_family["heat"])
+
+
 def test_physics_loss_agrees_with_the_data(heat_batch):
     # Along any direction away from the solver data, the equation loss grows: the data sit at
     # (near) the minimum of the physics loss, so adding it does not pull the fit off the data.
