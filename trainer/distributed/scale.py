@@ -8,12 +8,13 @@ module adds what a step computes and sends, per rank:
   lift, the blocks' ``W`` paths and the projection; the pruned transform (the half axis's DFT
   columns as a real product, each full axis as an FFT, ``5 n log₂ n`` real FLOPs per complex
   transform of ``n`` points, or on a split axis as a product with the kept frequencies' DFT rows,
-  8 FLOPs per complex multiply-add); the mixing ``8 B M w²`` per layer, which every domain rank
-  repeats on the whole kept block. The backward pass is twice the forward for products (input
+  8 FLOPs per complex multiply-add); the mixing ``8 B ⌈M/k⌉ w²`` per layer, each of the ``k``
+  domain ranks mixing its share of the kept modes (:func:`~pdeladder.trainer.distributed.fft.share_rows`). The backward pass is twice the forward for products (input
   and weight gradients; the lift's first has no input gradient) and the adjoint transforms for
   the transforms; checkpointing adds one forward pass.
 - bytes handed to each collective, as :attr:`DomainGroup.sent` counts them: the spectral
-  all-reduce, ``8 B w M`` per layer in the forward pass, again in the backward pass and in the
+  reduce-scatter and all-gather pair, counted as one all-reduce of ``8 B w M'`` per layer (``M'``
+  the kept modes padded to ``k`` equal shares) in the forward pass, again in the backward pass and in the
   checkpointed recomputation; the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
   halo planes (one x plane of the error and of the target forward, the error's gradient back).
   And FSDP's all-gathers of parameters (blocks in the forward and the backward pass, the root
@@ -37,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.fft import share_rows
 from pdeladder.trainer.distributed.memory import (
     COMPLEX,
     FLOAT,
@@ -216,9 +218,12 @@ class Run:
         return self.ranks // self.domain
 
 
-def forward_flops(config: OperatorConfig, slab: Slab, batch: int) -> dict[str, int]:
+def forward_flops(
+    config: OperatorConfig, slab: Slab, batch: int, domain: int = 1
+) -> dict[str, int]:
     """FLOPs of one forward pass on ``slab`` by part: ``pointwise`` (lift, ``W`` paths,
-    projection), ``transform`` (the pruned forward and inverse transforms), ``mixing``."""
+    projection), ``transform`` (the pruned forward and inverse transforms), ``mixing`` (of this
+    rank's share of the kept modes over ``domain`` ranks)."""
     b, w, cin, cout = batch, config.width, config.in_channels, config.out_channels
     n = math.prod(slab.local_shape)
     padded = slab.padded(padding(slab.shape, config.padding))
@@ -230,7 +235,7 @@ def forward_flops(config: OperatorConfig, slab: Slab, batch: int) -> dict[str, i
     return {
         "pointwise": lift + config.layers * 2 * b * p * w * w + project,
         "transform": config.layers * _transform_flops(b * w, sel, padded),
-        "mixing": config.layers * 8 * b * m * w * w,
+        "mixing": config.layers * 8 * b * share_rows(m, domain) * w * w,
     }
 
 
@@ -254,7 +259,7 @@ def _transform_flops(rows: int, sel: ModeSelection, slab: Slab) -> int:
 
 def step_flops(run: Run, slab: Slab) -> dict[str, int]:
     """FLOPs of one step on ``slab`` by part (training: forward, backward, recomputation)."""
-    fwd = forward_flops(run.config, slab, run.batch)
+    fwd = forward_flops(run.config, slab, run.batch, run.domain)
     if not run.training:
         return fwd
     cfg = run.config  # the lift's first product has no input gradient
@@ -275,7 +280,8 @@ def domain_sent(run: Run, index: int) -> dict[str, int]:
         return {"all_reduce": 0, "halo": 0}
     cfg, b = run.config, run.batch
     m = math.prod(kept_modes(cfg, run.grid).block_shape)
-    spectral = COMPLEX * b * cfg.width * m * cfg.layers
+    padded = k * share_rows(m, k)  # the block padded to k equal shares of the modes
+    spectral = COMPLEX * b * cfg.width * padded * cfg.layers
     if not run.training:
         return {"all_reduce": spectral, "halo": 0}
     passes = 3 if run.checkpointing else 2
