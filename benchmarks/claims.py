@@ -105,6 +105,7 @@ def stage(name: str, source: dict, resolution: int, samples: int, families=FAMIL
         for e in source["families"]
         if e["family"] in families
     ]
+    training = {"replay": None, **training}  # the quick-start replays its own stages
     tr = {k: v for k, v in {**source["training"], **training}.items() if v is not None}
     return {"name": name, "families": entries, "training": tr}
 
@@ -329,8 +330,11 @@ def specialists(bench: Bench) -> tuple[dict[str, dict], dict[str, dict], int]:
     steps = max(1, bench.sizes.steps // len(families))
     ours, fno = {}, {}
     for f in families:
-        part = stage("coarse", quickstart()["plane"], bench.sizes.resolution, bench.sizes.samples,
-                     families=(f,), steps=steps)  # fmt: skip
+        coarse = bench.stages["coarse"]
+        part = with_training(
+            {**coarse, "families": [e for e in coarse["families"] if e["family"] == f]},
+            steps=steps,
+        )
         spec = curriculum(f"specialist-{f}", [part], {**bench.model, "width": width}, bench.out)
         ours[f] = bench.scores(bench.train(f"specialist {f}", spec))[bench.path("coarse", f)]
         name = f"fno {f}"
@@ -390,6 +394,7 @@ def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
     bench.walls["curriculum"] = bench.walls["universal"] + bench.walls["curriculum fine stage"]
     bench.steps["curriculum"] = bench.steps["universal"] + bench.steps["curriculum fine stage"]
     bench.params["curriculum"] = bench.params["curriculum fine stage"]
+    bench.curves["curriculum"] = bench.curves.pop("curriculum fine stage")  # both stages
     return {
         "sizes": asdict(sizes),
         "model": bench.model,
