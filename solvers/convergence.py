@@ -4,7 +4,7 @@ the final time, and report the observed order against the family's theoretical o
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from pdeladder.solvers.family import Family, observed_rates
+from pdeladder.solvers.family import MANUFACTURED_T_END, Family, observed_rates
 
 #: How far below the theoretical order an observed order may fall.
 TOLERANCE = 0.2
@@ -66,7 +66,7 @@ def study(
             raise ValueError(f"{family.name} is steady: it has no time convergence study")
         levels = levels or plan["steps"]
         cells = fixed or plan["cells"]
-        h = [family.manufactured_t_end / s for s in levels]
+        h = [MANUFACTURED_T_END / s for s in levels]
         err = [family.manufactured_error(dim, cells, s, comm, kind) for s in levels]
         expected = family.expected_rate_time
     rates = observed_rates(h, err)

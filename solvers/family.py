@@ -23,6 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pdeladder.errors import SolveError, UserInputError
 from pdeladder.solvers.grid import Grid
 
+#: Final time of every family's manufactured solution: the time steps a convergence study reports
+#: are ``MANUFACTURED_T_END / steps``.
+MANUFACTURED_T_END = 1.0
+
 
 class Parameters(BaseModel):
     """Base of every family's parameter model: frozen, no extra keys, numeric fields with ranges.
@@ -162,8 +166,6 @@ class Family(ABC):
         difficulty: name of the parameter that sets the difficulty (Péclet, Reynolds, ...).
         steady: True for steady problems (``T = 1``).
         t_end: default final time.
-        manufactured_t_end: final time of the manufactured solution of the time study (the
-            time steps a study reports are ``manufactured_t_end / steps``).
         expected_rate_space, expected_rate_time: theoretical convergence orders (L2, at t_end).
     """
 
@@ -177,7 +179,6 @@ class Family(ABC):
     difficulty: ClassVar[str | None] = None
     steady: ClassVar[bool] = False
     t_end: ClassVar[float] = 1.0
-    manufactured_t_end: ClassVar[float] = 1.0
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
 

@@ -30,7 +30,7 @@ from dolfinx.fem.petsc import assemble_matrix, assemble_vector
 from petsc4py import PETSc
 
 from pdeladder.solvers.advection_diffusion import AdvectionDiffusion, AdvectionDiffusionParams
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     box_mesh,
@@ -150,7 +150,7 @@ def manufactured_error(
     # u = g(t) φ(x), φ = Π cos(π x_i), with the cellular flow b of `exact_velocity`; the
     # source is f = g' φ + g (∇·(b φ) - ε Δφ) plus the wall flux g (ε∇φ - b φ)·n, which is
     # nonzero only in 1D. g = 1 + t for the space study (Crank–Nicolson is exact for it).
-    eps, t_end = 0.05, 1.0
+    eps, t_end = 0.05, MANUFACTURED_T_END
     g, dg = time_profile(study, omega=8)
 
     msh = box_mesh(comm, dim, cells)

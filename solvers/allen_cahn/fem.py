@@ -30,7 +30,7 @@ from dolfinx import fem
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers.allen_cahn import AllenCahn, AllenCahnParams
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.lumped_mass import LumpedDiffusion, VertexSource
@@ -103,7 +103,7 @@ def manufactured_error(
     # The space study takes g = 1: the discrete steady state does not depend on the time
     # step, so only the spatial error remains; the time study takes g = 1 + ½ sin(2t), over
     # [0, 1].
-    eps, t_end = 0.1, 1.0
+    eps, t_end = 0.1, MANUFACTURED_T_END
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)
     t = fem.Constant(msh, 0.0)

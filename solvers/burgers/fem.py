@@ -32,7 +32,7 @@ from petsc4py import PETSc
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers.burgers import Burgers, BurgersParams
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
@@ -177,7 +177,7 @@ def manufactured_error(
     # f = ∂_t u + (u·∇)u − νΔu. Space study: g = 1 (steady, so the time scheme is exact).
     # Time study: g = cos(2t) and φ replaced by its P1 interpolant, which makes g φ_h the
     # exact solution of the semi-discrete problem: the error is the time error alone.
-    nu, t_end = 0.1, 1.0
+    nu, t_end = 0.1, MANUFACTURED_T_END
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)
     t = fem.Constant(msh, 0.0)

@@ -28,7 +28,7 @@ import ufl
 from dolfinx import fem
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
 from pdeladder.solvers.gray_scott import GrayScott, GrayScottParams
 from pdeladder.solvers.grid import Grid
@@ -121,7 +121,7 @@ def manufactured_error(
     # g = 1: the discrete steady state does not depend on the time step, so only the spatial
     # error remains; the time study g = 1 + ½ sin(2t). Default rates; diffusivities large
     # enough to matter on the scale of φ.
-    feed, kill, d_u, d_v, t_end = 0.04, 0.06, 0.04, 0.02, 1.0
+    feed, kill, d_u, d_v, t_end = 0.04, 0.06, 0.04, 0.02, MANUFACTURED_T_END
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)
     t = fem.Constant(msh, 0.0)

@@ -23,7 +23,7 @@ from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector
 from petsc4py import PETSc
 
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     box_mesh,
     choose_solver,
@@ -108,7 +108,7 @@ def manufactured_error(
     """:meth:`Family.manufactured_error` of :class:`Heat`."""
     # u = g(t) φ(x), φ = Π cos(π x_i) (zero normal flux), f = (g' + κ d π² g) φ, with
     # g = 1 + t for the space study (implicit Euler is exact in time) and 1 + sin(2t) otherwise.
-    kappa, t_end = 0.05, 1.0
+    kappa, t_end = 0.05, MANUFACTURED_T_END
     g, dg = time_profile(study, omega=2)
 
     def source(t: float) -> float:

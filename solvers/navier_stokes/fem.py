@@ -45,7 +45,7 @@ from dolfinx.fem.petsc import (
 from petsc4py import PETSc
 
 from pdeladder.errors import SolveError
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
@@ -363,7 +363,7 @@ def manufactured_error(
     # spatial only. Time: g = 1 + sin(2t) with U = (x², -2xy) or (y², z², x²) and P = Σ x_i,
     # which P2-P1 represent exactly, so the error is temporal only (U's convection is not a
     # gradient, so the lagged advection acts on the velocity).
-    nu, t_end = 0.1, 1.0
+    nu, t_end = 0.1, MANUFACTURED_T_END
     msh = box_mesh(comm, dim, cells)
     x = ufl.SpatialCoordinate(msh)
     t = fem.Constant(msh, PETSc.ScalarType(0.0))

@@ -31,7 +31,7 @@ from dolfinx import fem
 from dolfinx.fem.petsc import assemble_matrix, assemble_vector, set_bc
 from petsc4py import PETSc
 
-from pdeladder.solvers.family import SolveStats
+from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     boundary_facets,
     box_mesh,
@@ -149,7 +149,7 @@ def manufactured_error(
     # g = 1 + t, which Crank–Nicolson integrates exactly. Time study: g = cos(4t) and φ
     # replaced by its P1 interpolant, which makes g φ_h the exact solution of the
     # semi-discrete problem: the error is the time error alone.
-    c, t_end, omega = 1.0, 1.0, 4.0
+    c, t_end, omega = 1.0, MANUFACTURED_T_END, 4.0
     if study == "space":
 
         def g(t: float) -> float:
