@@ -4,6 +4,8 @@ records the solver statistics, and releases the PETSc objects it made when the `
 around it ends, a failed solve included.
 """
 
+from mpi4py import MPI
+
 import contextlib
 import functools
 import time
@@ -13,6 +15,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from pdeladder.errors import SolveError
 from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import GridSampler
 from pdeladder.solvers.grid import Grid
@@ -75,6 +78,17 @@ class TimeStepper(ABC):
 
     def begin(self) -> None:  # noqa: B027  (a hook: most steppers need nothing here)
         """Called by :meth:`run` with the initial state set, before it is yielded."""
+
+    def check_finite(self, n: int, *functions: Any) -> None:
+        """Raise :class:`~pdeladder.errors.SolveError` on every rank alike when any rank holds a
+        non-finite dof of ``functions`` after step ``n`` (a rank-local check would leave the
+        other ranks waiting in the next collective solve)."""
+        finite = all(bool(np.all(np.isfinite(f.x.array))) for f in functions)
+        comm = self.msh.comm
+        if comm.size > 1:
+            finite = comm.allreduce(finite, op=MPI.LAND)
+        if not finite:
+            raise SolveError(f"non-finite values after step {n}")
 
     @abstractmethod
     def step(self, n: int) -> int:

@@ -28,7 +28,6 @@ import numpy as np
 import ufl
 from dolfinx import fem
 
-from pdeladder.errors import SolveError
 from pdeladder.solvers.allen_cahn import AllenCahn, AllenCahnParams
 from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
@@ -68,8 +67,7 @@ class StabilisedEuler(TimeStepper):
         if self.load is not None:
             r += self.load(n * self.tau)
         iterations = self.system.solve(r, self.u)
-        if not np.all(np.isfinite(self.u.x.array)):
-            raise SolveError(f"non-finite values after step {n}")
+        self.check_finite(n, self.u)
         return iterations
 
 

@@ -27,7 +27,6 @@ import numpy as np
 import ufl
 from dolfinx import fem
 
-from pdeladder.errors import SolveError
 from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import box_mesh, grid_mesh, l2_norm
 from pdeladder.solvers.gray_scott import GrayScott, GrayScottParams
@@ -83,8 +82,7 @@ class ImexEuler(TimeStepper):
         iterations = 0
         for system, r, w in zip(self.systems, (r_u, r_v), self.state, strict=True):
             iterations += system.solve(r, w)
-        if not (np.all(np.isfinite(self.u.x.array)) and np.all(np.isfinite(self.v.x.array))):
-            raise SolveError(f"non-finite values after step {n}")
+        self.check_finite(n, self.u, self.v)
         return iterations
 
 

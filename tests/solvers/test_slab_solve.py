@@ -197,3 +197,60 @@ def test_every_family_on_two_ranks_matches_the_serial_solve():
     differences = json.loads(done.stdout.strip().splitlines()[-1])
     for name, bound in BOUNDS.items():
         assert differences[name] <= bound, (name, differences[name])
+
+
+# The injected fault: rank 1's solution turns NaN in the second linear solve of the sample.
+_NAN_ON_ONE_RANK = textwrap.dedent(
+    """
+    import json, sys
+    from mpi4py import MPI
+    import numpy as np
+    from pdeladder.dataset import format as fmt
+    from pdeladder.solvers import get_family
+    from pdeladder.solvers.grid import SlabGrid
+    from pdeladder.solvers.lumped_mass import LumpedDiffusion
+    from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
+
+    comm, calls = MPI.COMM_WORLD, [0]
+    solve = LumpedDiffusion.solve
+
+    def poisoned(self, r, w):
+        iterations = solve(self, r, w)
+        calls[0] += 1
+        if comm.rank == 1 and calls[0] == 2:
+            w.x.array[0] = np.nan
+        return iterations
+
+    LumpedDiffusion.solve = poisoned
+    fam = get_family(sys.argv[1])
+    g = fam.grid(2, 9, 3)
+    slabs = tuple(fmt.slabs(9, chunk_x_for(9, comm.size), comm.size))
+    sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
+    fields, stats, _ = solve_slab(fam, fam.Params(), sg, 7, comm)
+    reports = comm.gather([comm.rank, fields is None, stats.status, stats.reason], root=0)
+    if comm.rank == 0:
+        print(json.dumps(reports))
+    """
+)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("family", ["allen_cahn", "gray_scott"])
+def test_a_blow_up_on_one_rank_fails_the_sample_on_every_rank(family):
+    """A non-finite value on one rank ends the step on all of them: no rank waits in the next
+    collective solve (the subprocess's timeout would catch that), and every rank reports the
+    same failure."""
+    done = subprocess.run(
+        [MPIEXEC, "-n", "2", sys.executable, "-c", _NAN_ON_ONE_RANK, family],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    reports = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r[0] for r in reports] == [0, 1]
+    for _, no_fields, status, reason in reports:
+        assert no_fields and status == "failed"
+        assert reason.startswith("non-finite values after step"), reason
+    assert reports[0][3] == reports[1][3]
