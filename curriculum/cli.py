@@ -78,8 +78,7 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Samples, estimated DOF-steps, bytes (raw and stored), core time, memory per sample and
-    ranks per sample per stage and group (cost model calibrated on this machine on first use)."""
+    """Per stage and group: samples, DOF-steps, bytes, core time, memory, ranks per sample."""
     from pdeladder.curriculum.cost import CostModel, human_time
     from pdeladder.curriculum.loader import load_curriculum
     from pdeladder.curriculum.plan import plan_stage
