@@ -69,10 +69,11 @@ from rich.console import Console
 from rich.table import Table
 
 from pdeladder.dataset.format import DEFAULT_COMPRESSION
+from pdeladder.dataset.group import Group
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.moments import sample_moments
 from pdeladder.dataset.provenance import checksum
-from pdeladder.dataset.store import Group, open_store
+from pdeladder.dataset.store import open_store
 from pdeladder.solvers import Sample, get_family
 from pdeladder.trainer.training.processor import DataProcessor
 

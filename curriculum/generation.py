@@ -36,7 +36,8 @@ from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.curriculum.weights import Weights, load_weights
 from pdeladder.curriculum.worker import Outcome, Solver, create_group, gang_task, solver_actor
-from pdeladder.dataset.store import FAILED, OK, absolute_url, open_store
+from pdeladder.dataset.format import FAILED, OK
+from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import SolveError, UserInputError
 from pdeladder.ray_runtime import ray_session
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdeladder.curriculum.plan import GroupPlan, SampleSpec
-from pdeladder.dataset.store import Group, Store, open_store
+from pdeladder.dataset.store import Store, open_store
+from pdeladder.dataset.writer import WritableGroup
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 
 
-def create_group(store: Store, plan: GroupPlan, curriculum: str) -> Group:
+def create_group(store: Store, plan: GroupPlan, curriculum: str) -> WritableGroup:
     """Create (or reopen, if identical) the store group of ``plan``; the driver does this before
     any worker writes, so workers only open existing groups. A group of K-rank samples
     (``plan.ranks`` > 1) gets x chunks for K slabs and ``ranks_per_sample`` in its attributes,
@@ -67,9 +68,9 @@ class Solver:
 
     def __init__(self, store: Store | str):
         self.store = open_store(store, mode="a") if isinstance(store, str) else store
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, WritableGroup] = {}
 
-    def group(self, path: str) -> Group:
+    def group(self, path: str) -> WritableGroup:
         if path not in self.groups:
             self.groups[path] = self.store.group(path)
         return self.groups[path]

@@ -1,21 +1,29 @@
 """The pdeladder store format, version 5, as data.
 
-The writer (:mod:`pdeladder.dataset.store`) creates exactly the arrays :func:`layout` lists and
-the verifier (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the
-same tree, annotated. Everything here is derived from a group's attributes, so a reader needs
-neither DOLFINx nor the family's code.
+The store (:mod:`pdeladder.dataset.store`) creates a group with the attributes of
+:func:`group_metadata` and exactly the arrays :func:`layout` lists, and the verifier
+(:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the same tree,
+annotated. Everything but :func:`group_metadata` (a group's attributes, from its family and
+grid) is derived from a group's attributes, so a reader needs neither DOLFINx nor the
+family's code.
 """
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.codecs import BloscCodec, ZstdCodec
 
-from pdeladder.errors import FormatError
+from pdeladder.dataset.provenance import software_versions
+from pdeladder.errors import FormatError, UserInputError
 from pdeladder.solvers import grid
+
+if TYPE_CHECKING:
+    from pdeladder.solvers.family import Family
+    from pdeladder.solvers.grid import Grid
 
 FORMAT_NAME = "pdeladder"
 FORMAT_VERSION = 5
@@ -24,6 +32,9 @@ FORMAT_VERSION = 5
 #: its chunk keys (``/`` as separator, see :func:`key_separator`); version 2 checksummed with
 #: CRC-32 (zlib), version 1 also kept one array per solver statistic (``stats_<name>``).
 OLDEST_READABLE_VERSION = 3
+
+#: Attributes of a store's root (and of every group, with its own version).
+ROOT_ATTRS = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
 
 #: ``status`` values. A sample is present only if its status is OK.
 MISSING, OK, FAILED = 0, 1, 2
@@ -197,6 +208,78 @@ def key_separator(version: int) -> str:
     one nested folder per index (``fields/c/17/0/0/0/0/0``: seven folders per sample to
     create, which cost more than writing a small sample's bytes)."""
     return "/" if version < 4 else "."
+
+
+def group_metadata(
+    stage: str,
+    family: "Family",
+    grid: "Grid",
+    n_samples: int | None,
+    attrs: dict[str, Any] | None,
+    compression: str,
+    chunk_sizes: tuple[int | None, int | None] = (None, None),
+) -> dict[str, Any]:
+    """The deterministic attributes of a group (``software`` aside, equal for every writer).
+
+    ``chunk_sizes``: ``(chunk_time, chunk_x)`` of ``fields``, each None for
+    :func:`chunking`'s choice."""
+    if not stage or "/" in stage or stage.startswith("."):
+        raise UserInputError(f"stage name must be non-empty without '/', got {stage!r}")
+    if n_samples is not None and n_samples < 1:
+        raise UserInputError(f"n_samples must be positive, got {n_samples}")
+    if compression not in COMPRESSIONS:
+        raise UserInputError(
+            f"unknown compression {compression!r}; available: {', '.join(COMPRESSIONS)}"
+        )
+    channels = family.channels_for(grid.dim)
+    auto = chunking(grid.snapshots, len(channels), grid.shape)
+    chunk_time, chunk_x = (a if c is None else c for c, a in zip(chunk_sizes, auto, strict=True))
+    for name, value, most in (
+        ("chunk_time", chunk_time, grid.snapshots),
+        ("chunk_x", chunk_x, grid.shape[0]),
+    ):
+        if not (isinstance(value, int) and 1 <= value <= most):
+            raise UserInputError(f"{name} must be an integer in 1..{most}, got {value!r}")
+    meta: dict[str, Any] = {
+        **ROOT_ATTRS,
+        "stage": stage,
+        "family": family.name,
+        "title": family.title,
+        "equation": family.equation,
+        "boundary_conditions": family.boundary_conditions,
+        "steady": family.steady,
+        "dim": grid.dim,
+        "resolution": grid.resolution,
+        "snapshots": grid.snapshots,
+        "t_end": grid.t_end,
+        "channels": [
+            {"name": c.name, "long_name": c.long_name, "units": c.units, "role": c.role}
+            for c in channels
+        ],
+        "parameters": [
+            {k: p[k] for k in ("name", "units", "low", "high", "description")}
+            for p in family.Params.describe()
+        ],
+        "n_samples": n_samples,
+        "chunk_time": chunk_time,
+        "chunk_x": chunk_x,
+        "compression": compression,
+        "software": software_versions(),
+    }
+    extra = dict(attrs or {})
+    if clash := sorted(set(extra) & set(meta)):
+        raise UserInputError(f"attrs may not set reserved group attributes: {', '.join(clash)}")
+    try:
+        meta.update(json.loads(json.dumps(extra)))
+    except (TypeError, ValueError) as err:
+        raise UserInputError(f"attrs must be JSON values: {err}") from None
+    return meta
+
+
+def identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """The attributes that must agree when a group is re-opened: all but
+    :data:`MUTABLE_ATTRS` and :data:`STORAGE_ATTRS`."""
+    return {k: v for k, v in meta.items() if k not in MUTABLE_ATTRS + STORAGE_ATTRS}
 
 
 def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:

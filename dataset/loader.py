@@ -17,7 +17,7 @@ threads and their arrays are kept across epochs (per process). Whole arrays are 
 a corrupt chunk or a sample that is not ok raises a StoreError naming it.
 
 With a ``domain`` group that splits x, every rank of the group gets the group's batches but
-reads only its own x slab of each sample (:meth:`~pdeladder.dataset.store.Group.read_slab`:
+reads only its own x slab of each sample (:meth:`~pdeladder.dataset.group.Group.read_slab`:
 about ``1/k`` of the sample plus at most one chunk), never the whole sample.
 
 Each item is one batch, a dict (every sample in it of one group, so of one family and grid)::
@@ -70,7 +70,7 @@ from pdeladder.dataset.collate import (
     prefetched,
     slots,
 )
-from pdeladder.dataset.store import Group, read_samples
+from pdeladder.dataset.group import Group, read_samples
 from pdeladder.errors import UserInputError
 
 if TYPE_CHECKING:

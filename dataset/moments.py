@@ -6,10 +6,13 @@ parallel algorithm, here for many parts at once), so statistics of a stage, a fa
 store come from these small arrays without reading any field twice.
 """
 
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from pdeladder.dataset.format import OK
 
 #: Values per block of :func:`sample_moments`: its float64 block stays in the L2 cache.
 BLOCK_VALUES = 1 << 16
@@ -64,12 +67,34 @@ def mean_std(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(m2 / np.where(n > 0, n, 1.0))
 
 
+def normalization(channels: list[str], merged: np.ndarray, status: np.ndarray) -> dict[str, Any]:
+    """A group's normalisation statistics, as its ``normalization`` attribute caches them:
+    ``{"channels", "count", "mean", "std", "m2": [C], "ok_samples", "status_crc"}`` from its
+    ok samples' merged ``(C, 3)`` moments ``merged``, and ``status`` ``(N,)``, the status they
+    were merged under (its CRC-32 tells a stale cache, :func:`describes`)."""
+    mean, std = mean_std(merged)
+    return {
+        "channels": list(channels),
+        "count": merged[:, 0].tolist(),
+        "mean": mean.tolist(),
+        "std": std.tolist(),
+        "m2": merged[:, 2].tolist(),
+        "ok_samples": int((status == OK).sum()),
+        "status_crc": zlib.crc32(status.tobytes()),
+    }
+
+
+def describes(cached: dict[str, Any] | None, status: np.ndarray) -> bool:
+    """Whether cached statistics (:func:`normalization`) were merged under ``status``."""
+    return bool(cached) and cached.get("status_crc") == zlib.crc32(status.tobytes())
+
+
 def family_stats(
     groups: Iterable[Any], status: dict[str, np.ndarray] | None = None
 ) -> dict[str, dict[str, tuple[float, float]]]:
     """The normaliser of a set of store groups: per family, per channel name, ``(mean, std)``
     in physical units over every ok sample of the family in ``groups`` (each group's cached
-    or merged moments, :meth:`~pdeladder.dataset.store.Group.normalization`, merged across
+    or merged moments, :meth:`~pdeladder.dataset.group.Group.normalization`, merged across
     groups); ``std`` is 1 for a constant channel. ``status``: the groups' status arrays by
     path, where the caller has read them already."""
     parts: dict[str, dict[str, list[list[float]]]] = {}

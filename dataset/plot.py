@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from pdeladder.dataset.store import Group
+from pdeladder.dataset.group import Group
 
 MAX_SNAPSHOTS = 6
 

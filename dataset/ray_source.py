@@ -68,7 +68,8 @@ def _reader(catalog: Catalog, blocks: list[list[SampleRef]]):
     url, options = catalog.url, catalog.storage_options
 
     def read() -> Iterator[Any]:
-        from pdeladder.dataset.store import open_store, read_samples
+        from pdeladder.dataset.group import read_samples
+        from pdeladder.dataset.store import open_store
 
         store = open_store(url, storage_options=options)
         for block in blocks:

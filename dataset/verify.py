@@ -20,7 +20,8 @@ import zarr
 from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.chunks import is_local, read_threads
-from pdeladder.dataset.store import Group, Store, open_store
+from pdeladder.dataset.group import Group
+from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import FormatError, StoreError
 
 #: ``progress(group path, ok samples to read)`` returns the function called once per sample

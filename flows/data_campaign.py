@@ -24,8 +24,9 @@ from pdeladder.curriculum.generation import (
 )
 from pdeladder.curriculum.plan import plan_stage
 from pdeladder.curriculum.spec import Curriculum
+from pdeladder.dataset.format import FAILED, OK
 from pdeladder.dataset.plot import plot_sample
-from pdeladder.dataset.store import FAILED, OK, open_store
+from pdeladder.dataset.store import open_store
 from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.flows.artifacts import LiveProgress, png_markdown
 from pdeladder.flows.common import CurriculumSource, transient

@@ -4,7 +4,7 @@ Launched by ``pdeladder solve FAMILY ... --ranks K`` as ``mpiexec -n K python -m
 pdeladder.solvers.slab_solve JOB`` (``JOB``: the JSON of :func:`job`). The mesh is partitioned
 into the x slabs of the group's ``fields`` chunks (:func:`pdeladder.dataset.format.slabs`), so
 every rank samples and writes its own slab, whole chunks, and no rank gathers the sample. The
-store protocol (:meth:`~pdeladder.dataset.store.Group.write_slab`):
+store protocol (:meth:`~pdeladder.dataset.writer.WritableGroup.write_slab`):
 
 1. rank 0 appends a placeholder sample to the group and :meth:`discard`\\ s it (status
    missing), and sends its index to the others;

@@ -31,8 +31,9 @@ import torch
 import torch.distributed as dist
 
 from pdeladder.dataset.collate import make_batch
-from pdeladder.dataset.format import FAILED, MISSING, MUTABLE_ATTRS, OK, slabs
-from pdeladder.dataset.store import Group, Store, group_metadata, open_store, read_samples
+from pdeladder.dataset.format import FAILED, MISSING, MUTABLE_ATTRS, OK, group_metadata, slabs
+from pdeladder.dataset.group import Group, read_samples
+from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family

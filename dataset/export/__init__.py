@@ -16,7 +16,8 @@ import numpy as np
 from pdeladder.errors import UserInputError
 
 if TYPE_CHECKING:
-    from pdeladder.dataset.store import Group, Store
+    from pdeladder.dataset.group import Group
+    from pdeladder.dataset.store import Store
 
 #: ``store export --format`` choices.
 FORMATS = ("vtk", "the-well", "pdebench")

@@ -26,7 +26,8 @@ import numpy as np
 
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.export import no_progress, open_groups, prepare_out, spatial
-from pdeladder.dataset.store import Group, Store
+from pdeladder.dataset.group import Group
+from pdeladder.dataset.store import Store
 
 AXES = ("x", "y", "z")
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.export import Progress, no_progress, prepare_out
-from pdeladder.dataset.store import Group
+from pdeladder.dataset.group import Group
 from pdeladder.errors import UserInputError
 
 

@@ -35,7 +35,8 @@ import yaml
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.export import no_progress, open_groups, prepare_out, spatial
-from pdeladder.dataset.store import Group, Store
+from pdeladder.dataset.group import Group
+from pdeladder.dataset.store import Store
 from pdeladder.errors import UserInputError
 
 AXES = ("x", "y", "z")

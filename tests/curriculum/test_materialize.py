@@ -14,7 +14,8 @@ import pytest
 from pdeladder.curriculum import ProgressEvent, materialize, parse_curriculum, plan_stage
 from pdeladder.curriculum.lock import StageLock
 from pdeladder.curriculum.worker import Solver, create_group
-from pdeladder.dataset.store import FAILED, OK, open_store
+from pdeladder.dataset.format import FAILED, OK
+from pdeladder.dataset.store import open_store
 from pdeladder.errors import StoreError, UnknownNameError, UserInputError
 from pdeladder.solvers import get_family
 

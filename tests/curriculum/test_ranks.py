@@ -21,8 +21,8 @@ from pdeladder.curriculum.cost import (
     MemoryCalibration,
     human_time,
 )
-from pdeladder.dataset.format import COMPRESSIONS
-from pdeladder.dataset.store import OK, open_store
+from pdeladder.dataset.format import COMPRESSIONS, OK
+from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
 from pdeladder.errors import CurriculumError, UserInputError
 from pdeladder.solvers import get_family

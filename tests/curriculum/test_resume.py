@@ -19,7 +19,8 @@ import pytest
 import ray
 
 from pdeladder.curriculum import materialize, parse_curriculum
-from pdeladder.dataset.store import OK, open_store
+from pdeladder.dataset.format import OK
+from pdeladder.dataset.store import open_store
 from pdeladder.errors import StoreError
 
 SPEC = """\

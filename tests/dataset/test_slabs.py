@@ -13,9 +13,10 @@ from zarr.storage import FsspecStore
 
 from pdeladder.dataset import chunks as chunks_module
 from pdeladder.dataset import format as fmt
+from pdeladder.dataset.format import MISSING, OK
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.plot import plot_sample
-from pdeladder.dataset.store import MISSING, OK, open_store
+from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems, verify
 from pdeladder.errors import StoreError, UserInputError
 
@@ -227,12 +228,12 @@ def test_version_4_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
     """A version 4 group (one checksum and moments per sample, no ``chunk_x``) is read, cut
     into slabs (from the whole sample, checked), verified and written into as it was made;
     slab writes need format 5."""
-    from pdeladder.dataset import store as store_module
+    from pdeladder.dataset import format as fmt
 
     url = str(tmp_path / "store")
     samples = [array_sample(BIG, k) for k in range(2)]
     with monkeypatch.context() as m:
-        m.setattr(store_module, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 4})
+        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 4})
         old = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=2)
     raw = zarr.open_group(url, mode="a")[old.path]
     attrs = dict(raw.attrs)

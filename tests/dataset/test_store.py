@@ -12,9 +12,11 @@ import xarray as xr
 import zarr
 
 from pdeladder.dataset import format as fmt
+from pdeladder.dataset.format import FAILED, MISSING, OK
+from pdeladder.dataset.group import read_samples, sample_checksum
 from pdeladder.dataset.moments import mean_std, merge_moments, sample_moments
 from pdeladder.dataset.provenance import checksum
-from pdeladder.dataset.store import FAILED, MISSING, OK, open_store, read_samples, sample_checksum
+from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
@@ -172,9 +174,9 @@ def test_columns_read_what_zarr_reads(store_url, monkeypatch):
     several threads for a local store), equals zarr's own read: fill values where a sample
     was never written, the reason of a failed one."""
     from pdeladder.dataset import chunks as chunks_module
-    from pdeladder.dataset import store as store_module
+    from pdeladder.dataset import group as group_module
 
-    monkeypatch.setattr(store_module, "COLUMN_ROUND", 3)
+    monkeypatch.setattr(group_module, "COLUMN_ROUND", 3)
     monkeypatch.setattr(chunks_module.os, "cpu_count", lambda: 3)
     group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=10)
     for k in (0, 2, 3, 7, 8):
@@ -397,7 +399,7 @@ def test_sample_moments_are_exact_in_float64():
 def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monkeypatch):
     """Version 4 keys every chunk as a file of its array's folder (``seed/c.1``); a version 3
     group (``seed/c/1``) is read, verified and written into as before, by its own keys."""
-    from pdeladder.dataset import store as store_module
+    from pdeladder.dataset import format as fmt
 
     samples = [array_sample(GRID, k) for k in range(2)]
     new = open_store(str(tmp_path / "v4"), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
@@ -405,7 +407,7 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     assert (tmp_path / "v4" / new.path / "seed" / "c.1").is_file()
     assert not list((tmp_path / "v4").rglob("*.partial"))
     with monkeypatch.context() as m:
-        m.setattr(store_module, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 3})
+        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 3})
         old = open_store(str(tmp_path / "v3"), mode="a").require_group(
             "s0", HEAT, GRID, n_samples=2
         )
@@ -436,12 +438,12 @@ def test_a_forked_child_writes_after_its_parent(tmp_path):
     import threading
     from concurrent import futures
 
-    from pdeladder.dataset import store as store_module
+    from pdeladder.dataset import writer
 
     group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
     group.write(0, array_sample(GRID, 0))
     # as after a busy parent: every write thread started, and idle
-    pool, everyone = store_module._writers(), threading.Barrier(9)
+    pool, everyone = writer._writers(), threading.Barrier(9)
     started = [pool.submit(everyone.wait, 30) for _ in range(8)]
     everyone.wait(30)
     futures.wait(started)

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdeladder.dataset.store import OK, open_store
+from pdeladder.dataset.format import OK
+from pdeladder.dataset.store import open_store
 from pdeladder.errors import UnknownNameError
 from pdeladder.flows.data_campaign import Campaign, data_campaign
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pdeladder.dataset.store import OK, open_store
+from pdeladder.dataset.format import OK
+from pdeladder.dataset.store import open_store
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.store import MISSING, OK, open_store
+from pdeladder.dataset.format import MISSING, OK
+from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import UserInputError
 from pdeladder.solvers import get_family
@@ -121,17 +122,17 @@ _DYING = textwrap.dedent(
     """
     import os, sys
     from mpi4py import MPI
-    from pdeladder.dataset.store import Group
+    from pdeladder.dataset.writer import WritableGroup
     from pdeladder.solvers import slab_solve
 
-    write_slab = Group.write_slab
+    write_slab = WritableGroup.write_slab
 
     def write_or_die(self, *args):
         if MPI.COMM_WORLD.rank == 1:
             os._exit(3)
         write_slab(self, *args)
 
-    Group.write_slab = write_or_die
+    WritableGroup.write_slab = write_or_die
     slab_solve.main(sys.argv[1:])
     """
 )
