@@ -91,7 +91,7 @@ def pipeline(spec, root: Path, workers: int) -> dict[str, float]:
 
 
 def main() -> None:
-    import ray
+    from pdeladder.ray_runtime import ray_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=24)
@@ -104,12 +104,9 @@ def main() -> None:
         print(f"heat 2D {args.resolution}^2, 11 snapshots, {args.samples} samples", flush=True)
         print(f"plain loop, solver only      {1 / solve:7.2f} samples/s", flush=True)
         print(f"plain loop, solver + write   {1 / solve_write:7.2f} samples/s", flush=True)
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-        try:
+        with ray_session(num_cpus=2):  # the local runtime generation itself starts
             one = pipeline(spec, root, 1)
             two = pipeline(spec, root, 2)
-        finally:
-            ray.shutdown()
     scaling = one["per_sample"] / two["per_sample"]
     overhead = one["per_sample"] / solve_write - 1
     for name, r in (("1 actor ", one), ("2 actors", two)):
