@@ -21,6 +21,7 @@ grid's coefficients, which is all a distributed transform adds (one all-reduce, 
 the mixing: :class:`~pdeladder.trainer.distributed.fft.SlabFFT`).
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -153,7 +154,7 @@ def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str, slab: Slab) -
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
         if slab.is_split(a):  # the kept frequencies' DFT rows at the slab's points
             dft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).div(n if norm == "forward" else 1)
-            c = (c.movedim(d, -1) @ dft.to(c.dtype)).movedim(-1, d)  # (.., p + q, ..)
+            c = _along(c, d, dft.to(c.dtype))  # (.., p + q, ..)
         else:
             c = torch.fft.fft(c, dim=d, norm=norm)
             c = torch.cat([c.narrow(d, 0, p), c.narrow(d, n - q, q)], dim=d)  # (.., p + q, ..)
@@ -169,7 +170,7 @@ def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str, slab: Sla
         if slab.is_split(a):  # the kept modes evaluated at the slab's points
             idft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).conj().T  # (p + q, hi - lo)
             idft = idft.div(n if norm == "backward" else 1)
-            c = (c.movedim(d, -1) @ idft.to(c.dtype)).movedim(-1, d)
+            c = _along(c, d, idft.to(c.dtype))
             continue
         shape = list(c.shape)
         shape[d] = n
@@ -188,17 +189,26 @@ def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str, slab: Sla
     return out.unflatten(-1, slab.local_shape[h:])
 
 
+def _along(c: torch.Tensor, dim: int, matrix: torch.Tensor) -> torch.Tensor:
+    """``c`` with its axis ``dim`` (``n``) multiplied by ``matrix`` ``(n, n')``: one matrix
+    product over all the other axes' points, not a batch of one-row products."""
+    return torch.tensordot(c, matrix, dims=([dim], [0])).movedim(-1, dim)
+
+
+@functools.lru_cache(maxsize=64)
 def _partial_dft(n: int, p: int, q: int, lo: int, hi: int) -> torch.Tensor:
     """``(hi - lo, p + q)`` complex128: ``x @ E`` are the unnormalised DFT coefficients
-    ``0 .. p-1, -q .. -1`` of an ``n``-point signal that is zero outside ``[lo, hi)``."""
+    ``0 .. p-1, -q .. -1`` of an ``n``-point signal that is zero outside ``[lo, hi)``. Cached
+    and shared: never modified in place."""
     freq = torch.cat([torch.arange(p), torch.arange(-q, 0)]).double()
     angle = -2 * torch.pi / n * torch.outer(torch.arange(lo, hi).double(), freq)
     return torch.polar(torch.ones_like(angle), angle)
 
 
+@functools.lru_cache(maxsize=64)
 def _half_dft(n: int, p: int) -> torch.Tensor:
     """``(n, 2p)`` float64: ``x @ D`` are the coefficients ``0 .. p-1`` of the unnormalised DFT
-    of ``x`` (``n`` points) as ``(re, im)`` pairs."""
+    of ``x`` (``n`` points) as ``(re, im)`` pairs. Cached and shared: never modified in place."""
     angle = 2 * torch.pi / n * torch.outer(torch.arange(n), torch.arange(p)).double()
     return torch.stack([angle.cos(), -angle.sin()], dim=-1).flatten(1)
 

@@ -19,6 +19,7 @@ imaginary parts of the coefficients, as rows, times the weights' ``(re, im)`` co
 as ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``.
 """
 
+import functools
 import math
 
 import torch
@@ -107,27 +108,12 @@ class SpectralConv(nn.Module):
         the stored ``W(k)``, or, when the half axis is not ``z``, the Hermitian part
         ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
         modes = range(math.prod(sel.block_shape)) if modes is None else modes
+        index, negated = _kept_rows(sel, self.modes, modes)
         weight = self.weight.float().flatten(2, 5)  # (in, out, modes stored, 2)
-        index, negated = [], []
-        for a, (n, m) in enumerate(zip(sel.shape, self.modes, strict=True)):
-            _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
-            index.append(w_idx)
-            # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
-            negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
-        shape = _weight_shape(self.modes)
-        # padding rows past the block's M modes take mode M - 1's weights (on zero coefficients)
-        share = torch.arange(modes.start, modes.stop, device=weight.device)
-        share = share.clamp_max(math.prod(sel.block_shape) - 1)
-        if sel.half == 3:  # the stored layout: z is the half axis
-            kept = weight.index_select(2, _flat_index(index, shape, weight.device)[share])
-        else:
-            both = torch.cat(
-                [_flat_index(ix, shape, weight.device)[share] for ix in (index, negated)]
-            )
-            pair = weight.index_select(2, both).unflatten(2, (2, -1))  # W(k), W(-k)
-            halves = torch.tensor([[0.5, 0.5], [0.5, -0.5]], device=weight.device)  # ½, ½ conj
-            kept = (pair * halves[:, None, :]).sum(2)
-        return kept.permute(2, 0, 1, 3).contiguous()
+        device = weight.device
+        return _KeptWeight.apply(
+            weight, index.to(device), None if negated is None else negated.to(device)
+        )
 
     @torch.no_grad()
     def grow_modes(self, modes: tuple[int, int, int, int]) -> None:
@@ -150,6 +136,56 @@ class SpectralConv(nn.Module):
         new[(slice(None), slice(None), *_block_index(index, old.device))] = old
         self.modes = new_modes
         self.weight = nn.Parameter(new)
+
+
+@functools.lru_cache(maxsize=256)
+def _kept_rows(
+    sel: ModeSelection, stored: tuple[int, int, int, int], modes: range
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Flat indices into the stored modes of weights with ``stored`` modes per axis: of each of
+    ``modes`` (row-major in ``sel``'s kept block; padding rows from ``M`` on repeat mode
+    ``M - 1``), and of its negation ``-k`` when the half axis is not ``z`` (``None`` when it is:
+    the stored layout is the kept one). Cached: one computation per layer shape and share."""
+    index, negated = [], []
+    for a, (n, m) in enumerate(zip(sel.shape, stored, strict=True)):
+        _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
+        index.append(w_idx)
+        # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
+        negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
+    shape = _weight_shape(stored)
+    share = torch.arange(modes.start, modes.stop).clamp_max(math.prod(sel.block_shape) - 1)
+    rows = _flat_index(index, shape, "cpu")[share]
+    return rows, None if sel.half == 3 else _flat_index(negated, shape, "cpu")[share]
+
+
+class _KeptWeight(torch.autograd.Function):
+    """``(in, out, S, 2)`` stored weights → ``(m, in, out, 2)`` kept ones: ``W(k)`` at the rows
+    ``index``, or with ``negated`` the Hermitian part ``(W(k) + conj W(-k)) / 2``. A gather of
+    whole ``(in, out)`` rows of the complex weights (mode-major), and its adjoint, a scatter-add
+    of those rows into one zero gradient: one pass over the stored weights each way, not one per
+    strided ``(re, im)`` element."""
+
+    @staticmethod
+    def forward(ctx, weight, index, negated):
+        ctx.save_for_backward(index, negated)
+        ctx.stored = weight.shape
+        rows = torch.view_as_complex(weight).flatten(0, 1).T  # (S, in·out), a view
+        kept = rows[index]
+        if negated is not None:
+            kept = kept.add_(rows[negated].conj()).mul_(0.5)
+        return torch.view_as_real(kept).unflatten(1, weight.shape[:2])  # (m, in, out, 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, negated = ctx.saved_tensors
+        i, o, s, _ = ctx.stored
+        rows = torch.view_as_complex(grad.flatten(1, 2).contiguous())  # (m, in·out)
+        out = rows.new_zeros(s, i * o)
+        if negated is None:
+            out.index_add_(0, index, rows)
+        else:
+            out.index_add_(0, index, rows, alpha=0.5).index_add_(0, negated, rows.conj(), alpha=0.5)
+        return torch.view_as_real(out.T.contiguous()).unflatten(0, (i, o)), None, None
 
 
 def _flat_index(index: list[list[int]], shape: tuple[int, ...], device) -> torch.Tensor:
