@@ -40,6 +40,13 @@ def train(
             "fit training.memory_budget_gb); default: each stage's training.domain_ranks."
         ),
     ] = None,
+    parallel: Annotated[
+        str,
+        typer.Option(
+            help="Parameters replicated (ddp) or sharded (fsdp) over the workers; auto: sharded "
+            "only for split samples or when replicas would not fit training.memory_budget_gb."
+        ),
+    ] = "auto",
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train."""
     from pdeladder.trainer.training.run import train_curriculum
@@ -56,6 +63,7 @@ def train(
         activation_checkpointing=activation_checkpointing,
         checkpoint_every=checkpoint_every,
         domain_ranks=_domain_ranks(domain_ranks),
+        parallel=parallel,
     )
     held = {k: round(v, 5) for k, v in result.metrics.items() if k.startswith("held_out")}
     console = Console()

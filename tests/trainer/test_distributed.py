@@ -94,6 +94,7 @@ def test_curriculum_trains_sharded_survives_a_killed_worker_and_evaluates(
         spec,
         store_url=os.path.basename(url),
         workers=2,
+        parallel="fsdp",  # replicated parameters (auto's choice here): test_model.py
         run_dir=run,
         log_every=1,
         checkpoint_every=3,

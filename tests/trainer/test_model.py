@@ -11,7 +11,7 @@ import torch
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.layers import SpectralConv, kept_indices
 from pdeladder.trainer.layers.spectral import ModeSelection
-from pdeladder.trainer.models import LadderOperator, OperatorConfig
+from pdeladder.trainer.models import LadderOperator, OperatorConfig, load_model
 
 from .conftest import run_ranks
 
@@ -194,6 +194,77 @@ def test_sharded_checkpointed_model_gives_the_unsharded_gradients(tmp_path):
     model(x, family).square().mean().backward()
     plain = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(torch.load(out, weights_only=True), plain)
+
+
+REPLICATED_RANK = """
+import json, sys, torch, torch.distributed as dist
+from pdeladder.trainer.models import LadderOperator, OperatorConfig
+from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
+from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.training.loop import adamw, save_training_state
+rank, world, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+torch.manual_seed(0)  # as reference_case()
+operator = LadderOperator(OperatorConfig.from_json(json.loads(config)))
+x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
+model = parallelize(operator, ParallelDims.of(2, DomainLayout(), "none"), None, torch.device("cpu"))
+optimizer = adamw(model.parameters(), 1e-2)
+model(x[rank : rank + 1], family[rank : rank + 1]).square().mean().backward()  # its half
+grads = torch.cat([p.grad.flatten() for p in operator.parameters()])
+optimizer.step()
+state = {"stage": "s", "step": 1, "model": json.loads(config), "layout": {}, "paths": []}
+save_training_state(out, model, optimizer, state)
+torch.save(grads, f"{out}/grads-{rank}.pt")
+dist.destroy_process_group()
+"""
+
+
+def test_replicated_model_gives_the_unsharded_step_and_checkpoint(tmp_path):
+    """Plain data parallel (DDP, ``shard="none"``) over two real processes, one sample each:
+    both ranks' gradients equal one process's over the two samples, and the checkpoint they
+    write exports the weights of that process's fused AdamW step."""
+    from pdeladder.trainer.training.loop import adamw
+    from pdeladder.trainer.training.run import export_model
+
+    out = run_ranks(["-c", REPLICATED_RANK], 2, tmp_path, json.dumps(CONFIG.to_json()))
+    model, x, family = reference_case()
+    optimizer = adamw(model.parameters(), 1e-2)
+    model(x, family).square().mean().backward()
+    plain = torch.cat([p.grad.flatten() for p in model.parameters()])
+    for rank in (0, 1):
+        torch.testing.assert_close(torch.load(out / f"grads-{rank}.pt", weights_only=True), plain)
+    optimizer.step()
+    exported, _ = load_model(export_model(str(out), tmp_path / "model", {}))
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(exported.state_dict()[name], value)
+
+
+def test_parameters_are_sharded_only_when_needed():
+    """auto: replicated without a budget or when the replicas fit it; sharded for split samples
+    or when only shards fit; ddp with split samples is a one-line error."""
+    from pdeladder.trainer.distributed.choose import shard_for
+    from pdeladder.trainer.distributed.memory import peak_bytes
+    from pdeladder.trainer.distributed.slab import DomainLayout
+
+    config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 8, 1))
+    grid = (11, 33, 33, 1)
+    replicated, sharded = (
+        peak_bytes(config, grid, 2, 8, DomainLayout(padding=0.25), 2, False, fsdp=fsdp) / 2**30
+        for fsdp in (False, True)
+    )
+    assert sharded < replicated
+    choose = dict(workers=2, grids=[grid], config=config, channels=2, batch=8, checkpointing=False)
+    assert shard_for("auto", domain_ranks=1, budget_gb=None, **choose) == "none"
+    assert shard_for("auto", domain_ranks=1, budget_gb=replicated * 1.01, **choose) == "none"
+    assert (
+        shard_for("auto", domain_ranks=1, budget_gb=(replicated + sharded) / 2, **choose) == "all"
+    )
+    assert shard_for("auto", domain_ranks=2, budget_gb=None, **choose) == "all"
+    assert shard_for("fsdp", domain_ranks=1, budget_gb=None, **choose) == "all"
+    with pytest.raises(UserInputError, match="parallel ddp needs one rank per sample, not 2"):
+        shard_for("ddp", domain_ranks=2, budget_gb=None, **choose)
+    with pytest.raises(UserInputError, match="parallel must be auto, ddp or fsdp"):
+        shard_for("zero", domain_ranks=1, budget_gb=None, **choose)
 
 
 if (

@@ -1,6 +1,7 @@
-"""How many domain ranks a training stage uses: the number asked for, or (``auto``) the fewest
-that divide the workers and whose predicted per-rank peak fits the memory budget. Checked before
-any worker starts, with one-line errors naming the numbers."""
+"""How a training stage spreads over its workers: how many domain ranks split each sample (the
+number asked for, or, ``auto``, the fewest that divide the workers and whose predicted per-rank
+peak fits the memory budget), and whether the parameters are sharded (FSDP2) or replicated
+(DDP). Checked before any worker starts, with one-line errors naming the numbers."""
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.memory import peak_bytes
@@ -60,3 +61,45 @@ def domain_ranks_for(
         f"no domain_ranks dividing {workers} workers fits memory_budget_gb {budget_gb:g} "
         f"(predicted peak per rank {predicted}); add workers or lower the batch"
     )
+
+
+def shard_for(
+    asked: str,
+    *,
+    domain_ranks: int,
+    workers: int,
+    grids: list[tuple[int, int, int, int]],
+    config: OperatorConfig,
+    channels: int,
+    batch: int,
+    checkpointing: bool,
+    budget_gb: float | None,
+) -> str:
+    """How a stage holds its parameters (:class:`~pdeladder.trainer.distributed.parallelize.
+    ParallelDims` ``shard``): ``"all"`` (FSDP2 over all ranks) or ``"none"`` (replicated, DDP).
+
+    ``asked`` is ``"fsdp"``, ``"ddp"`` or ``"auto"``. The rule for ``auto``: shard only when it
+    is needed, that is when samples are split over domain ranks (their gradient convention is
+    FSDP2's) or when the predicted per-rank peak with replicated parameters exceeds
+    ``budget_gb``; otherwise replicate, since sharding a model that fits costs a gather per
+    block in the forward and the backward pass and a reduce-scatter per block.
+    """
+    if asked not in ("auto", "ddp", "fsdp"):
+        raise UserInputError(f"parallel must be auto, ddp or fsdp, got {asked!r}")
+    if asked == "ddp" and domain_ranks > 1:
+        raise UserInputError(
+            f"parallel ddp needs one rank per sample, not {domain_ranks}: split samples "
+            "train with FSDP2 (parallel fsdp or auto)"
+        )
+    if asked != "auto":
+        return "none" if asked == "ddp" else "all"
+    if domain_ranks > 1:
+        return "all"
+    if budget_gb is None:
+        return "none"
+    layout = DomainLayout(x=1, padding=config.padding)
+    replicated = max(
+        peak_bytes(config, g, channels, batch, layout, workers, checkpointing, fsdp=False)
+        for g in grids
+    )
+    return "none" if replicated / 2**30 <= budget_gb else "all"

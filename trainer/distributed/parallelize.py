@@ -6,7 +6,10 @@ parameters over all ranks. Under the gradient convention of
 :mod:`~pdeladder.trainer.distributed.collectives` the domain ranks' gradients are shares that sum
 to a sample's gradient (a spectral weight's share: the modes that rank mixes,
 :mod:`~pdeladder.trainer.distributed.fft`), so FSDP's reduction sums each once and divides by
-``dp`` (the mean over samples), not by the world size.
+``dp`` (the mean over samples), not by the world size. Without domain ranks the parameters may
+instead be replicated (plain data parallel, DDP: one bucketed gradient all-reduce overlapping the
+backward pass, no per-block gathers); :func:`~pdeladder.trainer.distributed.choose.shard_for`
+makes the choice.
 """
 
 import warnings
@@ -17,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -33,8 +37,9 @@ class ParallelDims:
     domain: DomainLayout = field(default_factory=DomainLayout)
     #: FSDP2 shards parameters over ``"all"`` ranks, or over the ``"dp"`` groups only with
     #: each domain group holding them whole (HSDP: replicated over the domain ranks, whose
-    #: gradient shares an all-reduce sums).
-    shard: Literal["all", "dp"] = "all"
+    #: gradient shares an all-reduce sums), or ``"none"``: every rank holds them whole and
+    #: DDP all-reduces the gradients (only without domain ranks).
+    shard: Literal["all", "dp", "none"] = "all"
 
     @classmethod
     def of(cls, world_size: int, domain: DomainLayout, shard: str = "all") -> "ParallelDims":
@@ -44,6 +49,11 @@ class ParallelDims:
             raise UserInputError(
                 f"{world_size} workers do not split into domain groups of {domain.size} ranks "
                 f"(t={domain.t} × x={domain.x})"
+            )
+        if shard == "none" and domain.size > 1:
+            raise UserInputError(
+                f"replicated parameters (DDP) need one rank per sample, not {domain.size}: "
+                "split samples train with FSDP2"
             )
         return cls(world_size // domain.size, domain, shard)
 
@@ -79,11 +89,19 @@ class ParallelDims:
 
 def parallelize(
     model: LadderOperator, dims: ParallelDims, domain: DomainGroup | None, device: torch.device
-) -> LadderOperator:
+) -> torch.nn.Module:
     """Apply the parallel dims to ``model`` in place, in a fixed order: the sharded transform
     behind each spectral layer's seam (when the domain group has more than one rank), then FSDP2
     on every Fourier block and on the root, over all ranks or the dp groups (``dims.shard``; bf16
-    parameters with fp32 reductions on GPU). Activation checkpointing is the model's own switch (``model.checkpointing``)."""
+    parameters with fp32 reductions on GPU). Activation checkpointing is the model's own switch
+    (``model.checkpointing``). With ``dims.shard == "none"`` the model is returned as it is on
+    one rank and wrapped in DDP on more (its ``module`` is ``model``)."""
+    if dims.shard == "none":
+        if dims.world_size == 1:
+            return model
+        return DistributedDataParallel(
+            model, device_ids=[device] if device.type == "cuda" else None
+        )
     if domain is not None and domain.size > 1:
         for block in model.blocks:
             block.spectral.transform = SlabFFT(domain)

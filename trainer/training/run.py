@@ -25,7 +25,7 @@ from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
-from pdeladder.trainer.distributed.choose import domain_ranks_for
+from pdeladder.trainer.distributed.choose import domain_ranks_for, shard_for
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -98,9 +98,12 @@ def stage_config(
     held_out: float,
     workers: int,
     domain_ranks: int | str | None = None,
+    parallel: str = "auto",
 ) -> dict[str, Any]:
     """The JSON-able configuration of one stage's training loop; ``domain_ranks`` overrides the
-    stage's ``training.domain_ranks`` (checked against ``workers`` and the stage's grids)."""
+    stage's ``training.domain_ranks`` (checked against ``workers`` and the stage's grids);
+    ``parallel`` (``auto``, ``ddp``, ``fsdp``) how the parameters are held
+    (:func:`~pdeladder.trainer.distributed.choose.shard_for`)."""
     tr = stage.training
     dim = max(d for s in spec.stages for e in s.families for d in e.dims)
     model = OperatorConfig(
@@ -119,15 +122,17 @@ def stage_config(
                 "modes": tuple(max(a, b) for a, b in zip(old.modes, model.modes, strict=True)),
             }
         )
+    sizing = {
+        "workers": workers,
+        "grids": [(g.snapshots, *g.shape) for _, g in stage.groups()],
+        "config": model,
+        "channels": len(layout.slots),
+        "batch": tr.batch_size,
+        "checkpointing": activation_checkpointing or tr.offload != "none",
+        "budget_gb": tr.memory_budget_gb,
+    }
     ranks = domain_ranks_for(
-        domain_ranks if domain_ranks is not None else tr.domain_ranks,
-        workers=workers,
-        grids=[(g.snapshots, *g.shape) for _, g in stage.groups()],
-        config=model,
-        channels=len(layout.slots),
-        batch=tr.batch_size,
-        checkpointing=activation_checkpointing or tr.offload != "none",
-        budget_gb=tr.memory_budget_gb,
+        domain_ranks if domain_ranks is not None else tr.domain_ranks, **sizing
     )
     si = tr.self_improvement
     unsolved = [
@@ -163,6 +168,7 @@ def stage_config(
         "activation_checkpointing": activation_checkpointing or tr.offload != "none",
         "offload": tr.offload,
         "domain_ranks": ranks,
+        "shard": shard_for(parallel, domain_ranks=ranks, **sizing),
     }
 
 
@@ -210,13 +216,16 @@ def train_curriculum(
     held_out: float = 0.1,
     progress: bool = True,
     domain_ranks: int | str | None = None,
+    parallel: str = "auto",
 ) -> TrainResult:
     """Train the curriculum's stages in order (all, or the named ones), each on Ray Train with
     ``workers`` workers, warm-starting each stage from the previous one's model (or from
     ``run_dir/stages/<previous>/model`` when it exists).
 
     ``domain_ranks`` (a number or ``"auto"``; default: each stage's ``training.domain_ranks``)
-    splits every sample along x over that many workers (docs/trainer.md, "Domain parallelism").
+    splits every sample along x over that many workers (docs/trainer.md, "Domain parallelism");
+    ``parallel`` (``auto``, ``ddp``, ``fsdp``) replicates or shards the parameters
+    (docs/trainer.md, "Training recipe").
 
     ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
     stage's last checkpoint up to ``max_failures`` times.
@@ -252,6 +261,7 @@ def train_curriculum(
         "held_out": held_out,
         "workers": workers,
         "domain_ranks": domain_ranks,
+        "parallel": parallel,
     }
     for stage in chosen:  # every stage's settings are checked before anything is written
         stage_config(spec, stage, layout, store_url, warm, **options)
