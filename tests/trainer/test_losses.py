@@ -57,7 +57,7 @@ def test_residual_is_small_on_solver_data_and_large_when_perturbed(heat_batch):
     large, _ = equation_loss(noisy, batch, layout)
     assert small.item() < 2e-2
     assert large.item() > 20 * small.item()
-    assert per_family["heat"] == pytest.approx(small.item())
+    assert float(per_family["heat"]) == pytest.approx(small.item())
 
 
 def test_equation_term_is_capped_at_the_trivial_prediction(heat_batch):

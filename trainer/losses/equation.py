@@ -166,13 +166,14 @@ def equation_loss(
     *,
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Mean relative residual, capped at 1 per sample, of the physical prediction
     ``(B, C, T, X, Y, Z)`` over the batch, for a prediction on the box ``slab`` of the global
     grid split over ``domain`` (see the module docstring and :func:`family_views`).
 
     Returns:
-        (scalar loss, ``{family: mean relative residual, uncapped}`` for logging), the same on
+        (scalar loss, ``{family: mean relative residual, uncapped}`` for logging, detached
+        scalar tensors, so that a step does not wait for the device to read them), the same on
         every rank.
     """
     total = pred.new_zeros(())
@@ -182,5 +183,5 @@ def equation_loss(
             name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
         )
         total = total + r.clamp_max(1.0).sum()  # see the module docstring: never toward trivial
-        per_family[name] = float(r.mean().detach())
+        per_family[name] = r.mean().detach()
     return total / pred.shape[0], per_family

@@ -173,7 +173,7 @@ def step_losses(
     weights: LossWeights,
     si: dict[str, Any] | None,
     domain: DomainGroup | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, dict[str, float], torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor], torch.Tensor]:
     """One step's ``(loss, data loss, equation loss, residual per family, inputs)``: supervised
     (the data loss plus, when weighted, the residual of the prediction) or, given an
     ``unsolved`` batch, self-improvement (the residual on it plus the data anchor)."""
@@ -326,7 +326,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 "resumed_from": resumed_from,
                 "worker_pids": pids,
                 "sharded_fraction": sharded_fraction,
-                **{f"residual/{k}": v for k, v in per_family.items()},
+                **{f"residual/{k}": float(v) for k, v in per_family.items()},
             }
             if domain is not None:
                 domain.sent.clear()
