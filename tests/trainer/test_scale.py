@@ -161,7 +161,7 @@ def test_estimate_parts_and_fit():
         (["10,4,9,8,8", "--device", "tpu"], "unknown device"),
         (["10,4,0,8,8"], "5 positive integers"),
         (["10,4,9,8"], "5 positive integers"),
-        (["10,4,10,8,8", "--domain-ranks", "4", "--ranks", "4"], "at least 2"),
+        (["10,4,7,8,8", "--domain-ranks", "4", "--ranks", "4"], "at least 2"),
         (["10,4,9,8,8", "--offload", "disk"], "add checkpointing"),
         (["10,4,9,8,8", "--memory-gb", "0"], "must be positive"),
     ],

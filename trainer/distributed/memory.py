@@ -91,7 +91,7 @@ def saved_bytes(
     over the batch); the lift's concatenated input, hidden layer and its GELU
     ``B N (in + 4 + 4w) a`` and the family ids; per block its input and (all but the last) its
     GELU's input, ``B w P a`` each, the spectral mixing's rows ``2 B w M`` and kept weights
-    ``2 w² M`` (float32) and their gather index; the projection's cropped input (``B w N a``, or
+    ``2 w² M`` (float32, index cached); the projection's cropped input (``B w N a``, or
     the last block's whole output ``B w P a`` when the crop is a view of it), its hidden layer and
     GELU ``B N 4w a``. With checkpointing only each stage's input stays: the coordinates,
     the family ids and ``layers + 1`` hidden fields ``B w P a``, of which ``offload`` moves the
@@ -106,9 +106,7 @@ def saved_bytes(
     m = share_rows(math.prod(sel.block_shape), domain)
     coords, family, hidden = 4 * n * act, LONG * b, b * w * p * act
     lift = b * n * (config.in_channels + 4 + 4 * w) * act + family
-    # index_select's index: W(k) (and W(-k) with the ½ pairs when the half axis is not z)
-    gather = LONG * m if sel.half == 3 else 2 * LONG * m + 4 * FLOAT
-    spectral = FLOAT * (2 * b * w * m + 2 * w * w * m) + gather
+    spectral = FLOAT * (2 * b * w * m + 2 * w * w * m)
     # the cropped hidden field flattens to a view of the last block's output when the padding
     # cut off the leading non-singleton axis only, else to a copy
     view = _crop_is_view(slab.local_shape, padded.local_shape)

@@ -6,11 +6,12 @@ A slab is the box ``[lo, hi)`` of a global ``(T, X, Y, Z)`` grid. Domain ranks s
 ``i``-th time range and the ``j``-th ``x`` range, each as even as the axis allows
 (:func:`bounds`: uneven splits are legal, 17 points over 4 ranks are 4, 4, 4, 5).
 
-The model appends zero padding to each axis (:func:`padding`). The split is even over the
-*padded* axis, so no rank holds much more than its share of the hidden activations: the ranks
-near an axis's end hold fewer grid points and the padding past the end (``Slab.padded_lo``,
-``Slab.padded_hi``), and with many ranks the last ones hold padding only (no data, no loss
-terms, but their part of every hidden layer).
+The model appends zero padding to each axis (:func:`padding`). A layout splits the grid points
+and the padding evenly and separately: each rank holds its range of the points and, after them,
+its share of the padding (``Slab.padding_part``; on a padded slab the global range
+``Slab.tail``, not adjacent to the points). So every rank holds an even share of both halves of
+the work: the padded hidden layers and the unpadded lift, projection and losses. The spectral
+transform evaluates each rank's DFT rows at the global offsets it holds, contiguous or not.
 Pure arithmetic: nothing here talks to other ranks.
 """
 
@@ -40,19 +41,20 @@ def padding(shape: tuple[int, ...], fraction: float) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Slab:
-    """The box ``[lo, hi)`` of the global grid ``shape`` ``(T, X, Y, Z)`` held by one rank.
+    """The box ``[lo, hi)`` of the global grid ``shape`` ``(T, X, Y, Z)`` held by one rank,
+    and after it, per axis, the global points ``tail`` (a padded slab's share of the padding:
+    the local axis holds ``[lo, hi)`` then ``[tail_lo, tail_hi)``; empty by default).
 
-    ``padded_lo``, ``padded_hi``: this rank's part of the padded grid, when a layout cut the
-    padded axes evenly (:meth:`DomainLayout.slab`; a rank past the grid's end holds padding
-    only, and ``lo = hi`` = the axis's length there); ``None``: the rank holding an axis's last
-    point holds all of its padding.
+    ``padding_part``: on a slab a layout cut, per axis, the part ``[a, b)`` of the padding
+    points appended past the axis's end (numbered from 0) that this rank holds after its grid
+    points (:meth:`padded`); ``None``: the rank holding an axis's last point holds them all.
     """
 
     shape: tuple[int, int, int, int]
     lo: tuple[int, int, int, int]
     hi: tuple[int, int, int, int]
-    padded_hi: tuple[int, int, int, int] | None = None
-    padded_lo: tuple[int, int, int, int] | None = None
+    padding_part: tuple[tuple[int, int], ...] | None = None
+    tail: tuple[tuple[int, int], ...] = ((0, 0),) * 4
 
     @classmethod
     def whole(cls, shape: tuple[int, ...]) -> "Slab":
@@ -61,7 +63,9 @@ class Slab:
 
     @property
     def local_shape(self) -> tuple[int, ...]:
-        return tuple(h - lo for lo, h in zip(self.lo, self.hi, strict=True))
+        return tuple(
+            h - lo + th - tl for lo, h, (tl, th) in zip(self.lo, self.hi, self.tail, strict=True)
+        )
 
     @property
     def is_whole(self) -> bool:
@@ -71,19 +75,32 @@ class Slab:
         """Whether this rank holds only part of ``axis``."""
         return (self.lo[axis], self.hi[axis]) != (0, self.shape[axis])
 
+    def ranges(self, axis: int) -> tuple[tuple[int, int], ...]:
+        """The global ``[lo, hi)`` ranges this rank holds along ``axis``, in local order."""
+        tail = self.tail[axis]
+        return ((self.lo[axis], self.hi[axis]),) + ((tail,) if tail[1] > tail[0] else ())
+
     def padded(self, pad: tuple[int, ...]) -> "Slab":
-        """This rank's slab of the grid with ``pad[a]`` points appended to each axis."""
+        """This rank's slab of the grid with ``pad[a]`` points appended to each axis: its grid
+        points, then its part of the padding (all of it on the rank holding the last point,
+        without ``padding_part``): adjacent to the points where they end the axis, else a
+        ``tail``."""
         shape = tuple(n + p for n, p in zip(self.shape, pad, strict=True))
-        if self.padded_hi is None:
-            hi = tuple(
-                h + p if h == n else h for h, p, n in zip(self.hi, pad, self.shape, strict=True)
-            )
-            return Slab(shape, self.lo, hi)
-        if any(h > n for h, n in zip(self.padded_hi, shape, strict=True)):
+        parts = self.padding_part or tuple(
+            (0, p if h == n else 0) for h, p, n in zip(self.hi, pad, self.shape, strict=True)
+        )
+        if any(b > p for (_, b), p in zip(parts, pad, strict=True)):
             raise UserInputError(
                 f"slab {self} was cut for more padding than {pad}: build it with the model's padding"
             )
-        return Slab(shape, self.padded_lo or self.lo, self.padded_hi)
+        hi, tail = list(self.hi), []
+        for a, (n, (first, last)) in enumerate(zip(self.shape, parts, strict=True)):
+            if hi[a] == n and first == 0:  # the padding continues the points
+                hi[a] += last
+                tail.append((0, 0))
+            else:
+                tail.append((n + first, n + last) if last > first else (0, 0))
+        return Slab(shape, self.lo, tuple(hi), tail=tuple(tail))
 
     def holds(self, axis: int) -> bool:
         """Whether this rank holds grid points along ``axis`` (not padding only)."""
@@ -97,7 +114,7 @@ class DomainLayout:
 
     t: int = 1
     x: int = 1
-    padding: float = 0.0  # the model's padding fraction: the padded axes are cut evenly
+    padding: float = 0.0  # the model's padding fraction: split evenly over the ranks too
     x_cuts: tuple[int, ...] | None = None  # or x cut here (0, .., X), padding on the last rank
 
     def __post_init__(self):
@@ -118,19 +135,15 @@ class DomainLayout:
         return t_part * self.x + x_part
 
     def slab(self, shape: tuple[int, ...], index: int) -> Slab:
-        """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``: part ``i`` of the
-        padded axis, less the padding (or, with ``x_cuts``, the x range they give it); parts
-        past the grid's end hold padding only. Raises a one-line error when a part would hold
-        some but fewer than :data:`MIN_POINTS` grid points (the stencils' halos come from the
-        nearest neighbour)."""
+        """Rank ``index``'s slab of the global grid ``shape`` ``(T, X, Y, Z)``: part ``i`` of
+        each split axis's points and part ``i`` of its padding (or, with ``x_cuts``, the x range
+        they give it and, on the last, all of the x padding). Raises a one-line error when a
+        part would hold fewer than :data:`MIN_POINTS` grid points (the stencils' halos come
+        from the nearest neighbour)."""
         shape = tuple(int(n) for n in shape)
         pad = padding(shape, self.padding)
-        lo, hi, padded_hi = (
-            [0, 0, 0, 0],
-            list(shape),
-            [n + p for n, p in zip(shape, pad, strict=True)],
-        )
-        padded_lo = [0, 0, 0, 0]
+        lo, hi = [0, 0, 0, 0], list(shape)
+        parts_held = [(0, p) for p in pad]
         for name, part in zip(("t", "x"), self.coordinate(index), strict=True):
             a, parts = SPLIT_AXES[name], (self.t, self.x)[SPLIT_AXES[name]]
             if parts == 1:
@@ -142,23 +155,16 @@ class DomainLayout:
                     raise UserInputError(
                         f"domain layout: x cuts {cuts} do not split 0..{n} in {parts}"
                     )
-                held = [hi - lo for lo, hi in itertools.pairwise(cuts)]
-            else:  # grid points of each part of the padded axis
-                held = [
-                    min(bounds(n + pad[a], parts, i)[1], n) - bounds(n + pad[a], parts, i)[0]
-                    for i in range(parts)
-                ]
-            short = [h for h in held if 0 < h < MIN_POINTS] or [h for h in held[:1] if h <= 0]
+                spans = list(itertools.pairwise(cuts))
+                parts_held[a] = (0, pad[a] if part == parts - 1 else 0)
+            else:
+                spans = [bounds(n, parts, i) for i in range(parts)]
+                parts_held[a] = bounds(pad[a], parts, part)
+            short = [h - lo for lo, h in spans if h - lo < MIN_POINTS]
             if short:
                 raise UserInputError(
-                    f"domain layout: {n} points along {name} (plus {pad[a]} of padding) over "
-                    f"{parts} ranks leave a rank {max(short[0], 0)}; each needs none or at least "
-                    f"{MIN_POINTS}: use another number of ranks"
+                    f"domain layout: {n} points along {name} over {parts} ranks leave a rank "
+                    f"{short[0]}; each needs at least {MIN_POINTS}: use fewer ranks"
                 )
-            if name == "x" and self.x_cuts is not None:
-                lo[a], hi[a] = self.x_cuts[part], self.x_cuts[part + 1]
-                padded_lo[a], padded_hi[a] = lo[a], hi[a] + pad[a] if hi[a] == n else hi[a]
-                continue
-            padded_lo[a], padded_hi[a] = bounds(n + pad[a], parts, part)
-            lo[a], hi[a] = min(padded_lo[a], n), min(padded_hi[a], n)
-        return Slab(shape, tuple(lo), tuple(hi), tuple(padded_hi), tuple(padded_lo))
+            lo[a], hi[a] = spans[part]
+        return Slab(shape, tuple(lo), tuple(hi), padding_part=tuple(parts_held))

@@ -144,16 +144,16 @@ def pruned_forward(x: torch.Tensor, sel: ModeSelection, norm: str, slab: Slab) -
     """``(B, C, *slab.local_shape)`` real → the slab's part of the kept block
     ``(B, C, *sel.block_shape)`` complex (the whole block when the slab is the whole grid)."""
     h = sel.half
-    n, p, lo, hi = sel.shape[h], sel.kept[h][0], slab.lo[h], slab.hi[h]
+    n, p = sel.shape[h], sel.kept[h][0]
     # The half axis is the last with points: a product with the first p columns of the DFT
     # (their rows at the slab's points).
-    dft = _half_dft(n, p)[lo:hi].div(n if norm == "forward" else 1).to(x)  # (hi - lo, 2p)
+    dft = _half_rows(n, p, slab.ranges(h)).div(n if norm == "forward" else 1).to(x)  # (n', 2p)
     c = torch.view_as_complex((x.flatten(2 + h) @ dft).unflatten(-1, (p, 2)))
     c = c.unflatten(-1, (p, *slab.local_shape[h + 1 :]))  # (B, C, .., p, 1, ..)
     for a in reversed(sel.full_axes):
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
         if slab.is_split(a):  # the kept frequencies' DFT rows at the slab's points
-            dft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).div(n if norm == "forward" else 1)
+            dft = _partial_dft(n, p, q, slab.ranges(a)).div(n if norm == "forward" else 1)
             c = _along(c, d, dft.to(c.dtype))  # (.., p + q, ..)
         else:
             c = torch.fft.fft(c, dim=d, norm=norm)
@@ -168,7 +168,7 @@ def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str, slab: Sla
     for a in sel.full_axes:
         (p, q), n, d = sel.kept[a], sel.shape[a], 2 + a
         if slab.is_split(a):  # the kept modes evaluated at the slab's points
-            idft = _partial_dft(n, p, q, slab.lo[a], slab.hi[a]).conj().T  # (p + q, hi - lo)
+            idft = _partial_dft(n, p, q, slab.ranges(a)).conj().T  # (p + q, local points)
             idft = idft.div(n if norm == "backward" else 1)
             c = _along(c, d, idft.to(c.dtype))
             continue
@@ -179,11 +179,11 @@ def pruned_inverse(block: torch.Tensor, sel: ModeSelection, norm: str, slab: Sla
         full.narrow(d, n - q, q).copy_(c.narrow(d, p, q))
         c = torch.fft.ifft(full, dim=d, norm=norm)
     h = sel.half
-    n, p, lo, hi = sel.shape[h], sel.kept[h][0], slab.lo[h], slab.hi[h]
+    n, p = sel.shape[h], sel.kept[h][0]
     # irfft of coefficients 0 .. p-1: each k > 0 stands for k and -k; Im c(0) does not count.
     twice = torch.full((2 * p,), 2.0, dtype=torch.float64)
     twice[:2] = 1.0
-    idft = (_half_dft(n, p)[lo:hi] * twice).T.div(n if norm == "backward" else 1)  # (2p, hi-lo)
+    idft = (_half_rows(n, p, slab.ranges(h)) * twice).T.div(n if norm == "backward" else 1)
     rows = torch.view_as_real(c.flatten(2 + h).contiguous()).flatten(-2)  # (.., 2p): (re, im)
     out = rows @ idft.to(rows)
     return out.unflatten(-1, slab.local_shape[h:])
@@ -195,13 +195,19 @@ def _along(c: torch.Tensor, dim: int, matrix: torch.Tensor) -> torch.Tensor:
     return torch.tensordot(c, matrix, dims=([dim], [0])).movedim(-1, dim)
 
 
+def _points(ranges: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """The global offsets of ``ranges`` (``[lo, hi)`` each), in order."""
+    return torch.cat([torch.arange(lo, hi) for lo, hi in ranges])
+
+
 @functools.lru_cache(maxsize=64)
-def _partial_dft(n: int, p: int, q: int, lo: int, hi: int) -> torch.Tensor:
-    """``(hi - lo, p + q)`` complex128: ``x @ E`` are the unnormalised DFT coefficients
-    ``0 .. p-1, -q .. -1`` of an ``n``-point signal that is zero outside ``[lo, hi)``. Cached
-    and shared: never modified in place."""
+def _partial_dft(n: int, p: int, q: int, ranges: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """``(points, p + q)`` complex128: ``x @ E`` are the unnormalised DFT coefficients
+    ``0 .. p-1, -q .. -1`` of an ``n``-point signal that is zero outside the points of
+    ``ranges`` (:meth:`Slab.ranges`), ``x`` holding those. Cached and shared: never modified
+    in place."""
     freq = torch.cat([torch.arange(p), torch.arange(-q, 0)]).double()
-    angle = -2 * torch.pi / n * torch.outer(torch.arange(lo, hi).double(), freq)
+    angle = -2 * torch.pi / n * torch.outer(_points(ranges).double(), freq)
     return torch.polar(torch.ones_like(angle), angle)
 
 
@@ -211,6 +217,12 @@ def _half_dft(n: int, p: int) -> torch.Tensor:
     of ``x`` (``n`` points) as ``(re, im)`` pairs. Cached and shared: never modified in place."""
     angle = 2 * torch.pi / n * torch.outer(torch.arange(n), torch.arange(p)).double()
     return torch.stack([angle.cos(), -angle.sin()], dim=-1).flatten(1)
+
+
+@functools.lru_cache(maxsize=64)
+def _half_rows(n: int, p: int, ranges: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """The rows of :func:`_half_dft` at the points of ``ranges``. Cached and shared."""
+    return _half_dft(n, p)[_points(ranges)]
 
 
 def _half_weighted(c: torch.Tensor, sel: ModeSelection, factor: float) -> torch.Tensor:

@@ -163,12 +163,12 @@ class _KeptWeight(torch.autograd.Function):
     ``index``, or with ``negated`` the Hermitian part ``(W(k) + conj W(-k)) / 2``. A gather of
     whole ``(in, out)`` rows of the complex weights (mode-major), and its adjoint, a scatter-add
     of those rows into one zero gradient: one pass over the stored weights each way, not one per
-    strided ``(re, im)`` element."""
+    strided ``(re, im)`` element. The indices are :func:`_kept_rows`'s cached tensors: held
+    by reference, not saved for the backward pass (no activation memory)."""
 
     @staticmethod
     def forward(ctx, weight, index, negated):
-        ctx.save_for_backward(index, negated)
-        ctx.stored = weight.shape
+        ctx.index, ctx.negated, ctx.stored = index, negated, weight.shape
         rows = torch.view_as_complex(weight).flatten(0, 1).T  # (S, in·out), a view
         kept = rows[index]
         if negated is not None:
@@ -177,7 +177,7 @@ class _KeptWeight(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        index, negated = ctx.saved_tensors
+        index, negated = ctx.index, ctx.negated
         i, o, s, _ = ctx.stored
         rows = torch.view_as_complex(grad.flatten(1, 2).contiguous())  # (m, in·out)
         out = rows.new_zeros(s, i * o)
