@@ -7,6 +7,9 @@
 - Communication: the bytes :attr:`DomainGroup.sent` counts in one training step (the spectral
   all-reduce forward, backward and recomputed, the loss's sums, the H1 loss's halos) on 1 and
   2 gloo processes equal :func:`domain_sent` exactly.
+- Peak memory: the tensor peak of a training step as the trainer takes it, measured on 1, 2
+  and 4 gloo processes (2D and 3D samples, with and without checkpointing), is within 15 % of
+  :func:`peak_bytes`.
 - ``pdeladder scale``: a layout, the fit search, and one-line errors with exit 2.
 """
 
@@ -21,7 +24,7 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.errors import exit_on_error
-from pdeladder.trainer.distributed.memory import saved_bytes
+from pdeladder.trainer.distributed.memory import peak_bytes, saved_bytes
 from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -30,7 +33,7 @@ from .conftest import run_ranks
 
 RANK = Path(__file__).with_name("scale_rank.py")
 sys.path.insert(0, str(RANK.parent))
-from scale_rank import CASES  # noqa: E402
+from scale_rank import CASES, MEMORY  # noqa: E402
 from scale_rank import config as rank_config  # noqa: E402
 
 #: (grid (T, X, Y, Z), modes, width, batch); the last is large enough for offload to move it
@@ -113,11 +116,24 @@ def test_saved_activations_are_counted_exactly(grid, modes, width, batch, k):
         assert max(stages) == saved_bytes(cfg, slab, batch, True).recompute
 
 
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """``measured(world)``: each rank's ``scale_rank.py`` results on ``world`` gloo processes
+    (run once per world)."""
+    runs = {}
+
+    def get(world: int) -> list[dict]:
+        if world not in runs:
+            out = run_ranks([str(RANK)], world, tmp_path_factory.mktemp(f"ranks{world}"))
+            runs[world] = [json.loads(Path(f"{out}.{i}").read_text()) for i in range(world)]
+        return runs[world]
+
+    return get
+
+
 @pytest.mark.parametrize("world", [1, 2])
-def test_domain_bytes_equal_the_counted_ones(tmp_path, world):
-    out = run_ranks([str(RANK)], world, tmp_path)
-    for index in range(world):
-        measured = json.loads(Path(f"{out}.{index}").read_text())
+def test_domain_bytes_equal_the_counted_ones(measured, world):
+    for index, results in enumerate(measured(world)):
         for name, sample, modes, batch, checkpointing, loss in CASES:
             run = Run(
                 rank_config(modes),
@@ -129,10 +145,24 @@ def test_domain_bytes_equal_the_counted_ones(tmp_path, world):
                 loss=loss,
             )
             predicted = domain_sent(run, index)
-            got = {kind: measured[name].get(kind, 0) for kind in predicted}
+            got = {kind: results["sent"][name].get(kind, 0) for kind in predicted}
             assert got == predicted, (name, index)
             if world > 1:
                 assert predicted["all_reduce"] > 0 and (predicted["halo"] > 0) == (loss == "h1")
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_peak_memory_is_predicted_within_15_percent(measured, world):
+    ranks = measured(world)
+    for name, (t, c, x, y, z), modes, width, batch, checkpointing in MEMORY:
+        layout = DomainLayout(x=world, padding=0.25)
+        cfg = rank_config(modes, width)
+        predicted = peak_bytes(cfg, (t, x, y, z), c, batch, layout, world, checkpointing)
+        peak = max(results["memory"][name] for results in ranks)  # the largest rank's
+        assert abs(predicted / peak - 1) <= 0.15, (name, predicted / 2**20, peak / 2**20)
+    # the measurement sees the activations: checkpointing lowers it
+    peaks = {name: max(r["memory"][name] for r in ranks) for name, *_ in MEMORY}
+    assert peaks["2d checkpointed"] < 0.8 * peaks["2d"]
 
 
 def test_estimate_parts_and_fit():

@@ -3,22 +3,21 @@ layout, so that ``domain_ranks: auto`` can pick the fewest domain ranks that fit
 ``pdeladder scale`` (:mod:`~pdeladder.trainer.distributed.scale`) can size runs no one can make
 here.
 
-Counted in bytes per rank (the tensors a step keeps, not the interpreter and libraries):
-
-- parameters, gradients and AdamW's two moments (float32), sharded by FSDP over the ``world``
-  ranks, plus the root's parameters and the largest Fourier block unsharded while they compute
-  (in the parameter dtype), and that block's unsharded gradient;
-- the batch (float32): the fields read ``(B, T, C, x, Y, Z)``, the model input and the
-  normalised target;
-- activations kept for the backward pass (:func:`saved_bytes`): what autograd saves, counted
-  tensor by tensor from the model's code (``tests/trainer/test_scale.py`` checks it against the
-  storages autograd's saved-tensor hooks see);
-- the transient working set of one block (its output, the spectral branch, the gradient) and the
-  transform's buffers (:func:`transform_bytes`).
+Counted in bytes per rank, tensor by tensor from the code (the tensors a step holds, not the
+interpreter, libraries or an allocator's cache): what a step holds throughout (the parameter
+and AdamW shards, float32, sharded by FSDP over the ``world`` ranks; the batch) plus what is
+alive at the moment that sets the peak (:func:`step_moments`): the end of the forward pass, the
+projection's or the last block's backward, or the optimizer step. Its parts are the activations
+kept for the backward pass (:func:`saved_bytes`: what autograd saves, which
+``tests/trainer/test_scale.py`` checks against the storages autograd's saved-tensor hooks see),
+a checkpointed stage's recomputation, the working tensors of that moment (gradients of hidden
+fields, the spectral branch's output), the transform's buffers (:func:`transform_bytes`), FSDP's
+gathered parameters and the gradients alive then. ``tests/trainer/test_scale.py`` checks the
+peak against training steps measured on 1, 2 and 4 ranks, ``benchmarks/domain_parallel.py`` on
+a larger sample.
 
 ``x`` is the rank's slab: the layout must cut the padded grid with the model's padding
-(``DomainLayout.padding``); the largest rank sets the peak. ``benchmarks/domain_parallel.py``
-checks the prediction against measured peaks.
+(``DomainLayout.padding``); the largest rank sets the peak.
 """
 
 import functools
@@ -42,12 +41,14 @@ PRECISIONS = {"fp32": 4, "bf16": 2}
 
 
 @functools.cache
-def parameter_count(config: OperatorConfig) -> tuple[int, int]:
-    """(all parameters, parameters of one Fourier block), counted on the meta device."""
+def parameter_count(config: OperatorConfig) -> tuple[int, int, int]:
+    """(all parameters, parameters of one Fourier block, the largest parameter tensor), counted
+    on the meta device."""
     with torch.device("meta"):
         model = LadderOperator(config)
     block = sum(p.numel() for p in model.blocks[0].parameters())
-    return sum(p.numel() for p in model.parameters()), block
+    sizes = [p.numel() for p in model.parameters()]
+    return sum(sizes), block, max(sizes)
 
 
 def kept_modes(config: OperatorConfig, grid: tuple[int, int, int, int]) -> ModeSelection:
@@ -65,11 +66,21 @@ class Saved:
         offloaded: moved to host memory or disk by ``offload`` (the blocks' kept inputs).
         recompute: with checkpointing, the largest stage's saved tensors, rebuilt while its
             backward runs (on top of ``kept``); 0 without.
+        hidden: one hidden field ``B w P a`` (a block's input).
+        spectral: one block's mixing rows, kept weights and their gather index.
+        project: the projection's saved tensors but the last block's output (its crop's copy,
+            hidden layer and GELU).
+        view: whether the projection's crop is a view of the last block's output (which it
+            then saves).
     """
 
     kept: int
     offloaded: int
     recompute: int
+    hidden: int
+    spectral: int
+    project: int
+    view: bool
 
 
 def saved_bytes(
@@ -111,12 +122,14 @@ def saved_bytes(
     # cut off the leading non-singleton axis only, else to a copy
     view = _crop_is_view(slab.local_shape, padded.local_shape)
     project = b * n * (4 * w + (0 if view else w)) * act  # the view is its input, kept anyway
+    parts = {"hidden": hidden, "spectral": spectral, "project": project, "view": view}
     if not checkpointing:
         blocks = layers * (hidden + spectral) + (layers - 1) * hidden  # inputs, GELUs, mixing
-        return Saved(coords + lift + blocks + project + (hidden if view else 0), 0, 0)
+        kept = coords + lift + blocks + project + (hidden if view else 0)
+        return Saved(kept, 0, 0, **parts)
     moved = layers * hidden if offload != "none" and hidden >= MIN_BYTES else 0
     kept = coords + family + (layers + 1) * hidden - moved
-    return Saved(kept, moved, max(lift, spectral + hidden, project))
+    return Saved(kept, moved, max(lift, spectral + hidden, project), **parts)
 
 
 def _crop_is_view(local: tuple[int, ...], padded: tuple[int, ...]) -> bool:
@@ -168,36 +181,98 @@ def rank_bytes(
     fsdp: bool = True,
     domain: int = 1,
 ) -> dict[str, int]:
-    """One training rank's predicted tensor bytes by part (see the module docstring), the sample
-    split over ``domain`` ranks: keys
-    ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``, ``activations``,
-    ``offloaded`` (not on the device), ``recompute``, ``working``, ``transform``, ``peak``."""
-    params, block = parameter_count(config)
-    shard = params // world if fsdp else params
-    root = params - config.layers * block
-    # FSDP: the root's and one block's parameters gathered in the compute dtype, the block's
-    # gradient before its reduce-scatter; without FSDP every rank holds them all anyway.
-    unsharded = (root + block) * PRECISIONS[precision] + FLOAT * block if fsdp else 0
-    n, p = (
-        math.prod(slab.local_shape),
-        math.prod(slab.padded(padding(slab.shape, config.padding)).local_shape),
-    )
+    """One training rank's tensor bytes at its peak, by part, the sample split over ``domain``
+    ranks: keys ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``,
+    ``activations``, ``recompute``, ``working``, ``transform`` (alive at the peak; they sum to
+    ``peak``) and ``offloaded`` (not on the device).
+
+    The peak is the largest of the step's moments (:func:`step_moments`) on top of what the step
+    holds throughout: the parameter and AdamW shards and the batch (float32): the fields read
+    ``(B, T, C, x, Y, Z)``, the model input and the normalised target."""
+    params, _, largest = parameter_count(config)
+    shard, largest = (-(-count // world) if fsdp else count for count in (params, largest))
     saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)
-    act = PRECISIONS[precision]
-    parts = {
+    fields = channels + config.in_channels + config.out_channels
+    held = {
         "parameters": FLOAT * shard,
-        "gradients": FLOAT * shard,
         "optimizer": 2 * FLOAT * shard,
-        "unsharded": unsharded,
-        "data": FLOAT * batch * n * (channels + config.in_channels + config.out_channels),
-        "activations": saved.kept,
-        "recompute": saved.recompute
-        # offloaded inputs come back one block ahead: two on the device during the backward
-        + (2 * batch * config.width * p * act if saved.offloaded else 0),
-        "working": batch * p * config.width * (2 * act + FLOAT),  # output, gradient; spectral
-        "transform": transform_bytes(config, slab, batch),
+        "data": FLOAT * batch * math.prod(slab.local_shape) * fields,
     }
+    moments = step_moments(config, slab, batch, world, saved, precision=precision, fsdp=fsdp)
+    adam = {"gradients": FLOAT * shard, "working": 2 * FLOAT * largest}
+    parts = max([*moments.values(), adam], key=lambda m: sum(m.values()))
+    names = ("gradients", "unsharded", "activations", "recompute", "working", "transform")
+    parts = held | {name: parts.get(name, 0) for name in names}
     return parts | {"offloaded": saved.offloaded, "peak": sum(parts.values())}
+
+
+def step_moments(
+    config: OperatorConfig,
+    slab: Slab,
+    batch: int,
+    world: int,
+    saved: Saved,
+    *,
+    precision: str = "fp32",
+    fsdp: bool = True,
+) -> dict[str, dict[str, int]]:
+    """The tensors alive, by part, at the moments of a training step on ``slab`` that may set
+    its peak, beside the parameter and optimizer shards and the batch; ``saved`` is
+    :func:`saved_bytes`'s count of the same step. With ``H = B w P a`` a hidden field (``P``
+    padded points, ``a`` the activation bytes), ``G = B 2w N a`` the lift's and projection's wide
+    field, ``O = B out N a`` the output:
+
+    - ``forward`` (without checkpointing): the end of the forward pass, the last step's
+      gradients (the trainer drops them before the backward pass), everything saved, the last
+      block's output (held by the model until it returns; saved anyway when the
+      projection's crop is a view of it), ``u0 + τ·change``'s ``change``, ``τ·change`` and the
+      output;
+    - ``projection``: the start of the backward pass, in the projection's backward (recomputed
+      with checkpointing: its saved tensors), the output, its gradient, and the gradient of the
+      wide hidden field ``G``;
+    - ``block``: the last block's backward: with checkpointing the blocks' kept inputs (two when
+      offloaded: the one in use and the next, read ahead), its output's gradient ``H`` and its
+      recomputation, which stops at the spectral branch's float32 output ``B w P 4`` (its mixing
+      rows, kept weights and transform buffers beside it); without, everything saved less the
+      projection's tensors, the gradients of its output and, through the pointwise path, of its
+      input (``2H``).
+
+    FSDP holds the root's parameters gathered through both passes, the block that computes,
+    and in the backward pass the next block, whose all-gather it issues ahead (with more than
+    one rank: with one it copies when the block runs); the root's gradients stay unsharded until
+    the backward pass ends. The optimizer step (AdamW, one tensor at a time: two temporaries the
+    size of the largest parameter shard, beside the gradients) is :func:`rank_bytes`'s."""
+    act = PRECISIONS[precision]
+    b, w, layers = batch, config.width, config.layers
+    params, block, _ = parameter_count(config)
+    root = params - layers * block
+    n = math.prod(slab.local_shape)
+    p = math.prod(slab.padded(padding(slab.shape, config.padding)).local_shape)
+    hidden, output = saved.hidden, b * config.out_channels * n * act
+    start = {"working": 2 * output + b * 2 * w * n * act}  # output, its gradient, G's gradient
+    gathered = root * act if fsdp else 0  # without FSDP the parameters are the rank's own
+    ahead = block * act if fsdp and world > 1 else 0
+    gradients = FLOAT * (-(-params // world) if fsdp else params)  # the last step's
+    backward = {"unsharded": gathered + ahead, "gradients": FLOAT * root if fsdp else 0}
+    in_block = backward | {"unsharded": backward["unsharded"] + (block * act if fsdp else 0)}
+    if not saved.recompute:  # no checkpointing
+        last = 0 if saved.view else hidden
+        return {
+            "forward": {"unsharded": gathered, "gradients": gradients, "activations": saved.kept,
+                        "working": last + 3 * output},
+            "projection": backward | {"activations": saved.kept} | start,
+            "block": in_block | {"working": 2 * hidden, "activations": saved.kept
+                                 - saved.project - hidden * saved.view},
+        }  # fmt: skip
+    ids = saved.kept + saved.offloaded - (layers + 1) * hidden  # coordinates and family ids
+    read_ahead = min(2, layers) * hidden if saved.offloaded else layers * hidden
+    return {
+        "projection": backward | start | {"recompute": saved.project, "activations": ids
+                                          + hidden + (0 if saved.offloaded else layers * hidden)},
+        "block": in_block | {"activations": ids + read_ahead, "recompute": saved.spectral,
+                             "transform": transform_bytes(config, slab, batch),
+                             "working": hidden + b * w * p * FLOAT},
+    }  # fmt: skip
 
 
 def peak_bytes(
