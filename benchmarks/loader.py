@@ -26,9 +26,9 @@ write goes into a new folder, removed after its timing.
    elementwise ops vary fivefold between runs.
 
    Target >= 1.0x for both.
-2. Write: ``Group.write`` of every sample (fields, params, seed, stats, provenance, CRC-32C,
-   moments, then status: eight chunks, each written to a temporary name and renamed over its
-   key) into a created group vs the crash-safe reference: the same fields, one ``.npy`` file
+2. Write: ``WritableGroup.write`` of every sample (fields, provenance and the record: seed,
+   parameters, statistics, CRC-32C and moments; then status, written to a temporary name and
+   renamed over its key: four chunks) into a created group vs the crash-safe reference: the same fields, one ``.npy`` file
    per sample, written to a temporary name, fsynced, renamed. Target >= 0.8x, like with like:
    the uncompressed store (the default codec is shown beside it). Beside it, the reference
    without the fsync (the store's own durability: a killed process loses no committed sample,
@@ -46,14 +46,18 @@ write goes into a new folder, removed after its timing.
 4. Wait: a consumer that spends ``COMPUTE_S`` of busy compute per batch; the fraction of its
    time spent waiting for the next batch, over all batches and after the first (the
    pipeline's start-up latency is paid once per epoch). Target <= 5%.
-5. Records: the per-sample arrays a loader's catalog reads (``RECORDS``) of the wait
-   measurement's group (64 samples), through :meth:`Group.column` vs zarr's array reads.
+5. Records: what a loader's catalog reads of every sample (status, checksums, parameters) of
+   the wait measurement's group (64 samples), through the group's API vs zarr's reads of the
+   arrays that hold them (``RECORDS``).
 
-Run: ``python benchmarks/loader.py``. The machine's load average is printed with the table:
-absolute speeds on a shared machine vary by 2x between runs; ratios taken in one run, with the
-two sides alternating, vary much less.
+Run: ``python benchmarks/loader.py`` (short: ``--resolutions 64 --repeats 3``;
+``--format-version 5`` writes the stores in that older format, which pdeladder still writes
+into, to compare formats in one session). The machine's
+load average is printed with the table: absolute speeds on a shared machine vary by 2x between
+runs; ratios taken in one run, with the two sides alternating, vary much less.
 """
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -68,6 +72,7 @@ from _data import heat_samples  # benchmarks/_data.py (the script folder is on s
 from rich.console import Console
 from rich.table import Table
 
+from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import DEFAULT_COMPRESSION
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.loader import StoreDataset
@@ -83,7 +88,9 @@ REPEATS = 7
 WAIT_COPIES = 4  # the wait measurement streams N * WAIT_COPIES samples (16 batches)
 COMPUTE_S = 0.05  # the dummy training step per batch
 CODECS = ("none", DEFAULT_COMPRESSION)
-RECORDS = ("status", "checksum", "params", "moments")  # what a loader's catalog reads
+#: The arrays holding what a loader's catalog reads of every sample (status, checksum,
+#: parameters), by format version: from 6 the checksum and parameters are in the record.
+RECORDS = {5: ("status", "checksum", "params"), 6: ("status", "record")}
 REFERENCE = "crash-safe files"  # one .npy per sample: temporary name, fsync, rename
 NO_SYNC = "files, no fsync"  # the same without the fsync
 
@@ -291,9 +298,10 @@ def measure(samples: list[Sample], tmp: Path) -> dict:
             group.write(k, samples[k % N])
         out["wait"][codec] = consumer_wait(StoreDataset(str(url), batch_size=BATCH, seed=0))
     reread = open_store(str(url)).group(group.path)
+    arrays = RECORDS[min(6, max(5, reread.attrs["format_version"]))]
     out["records"] = best_times(
-        timed(lambda: [reread.column(name) for name in RECORDS]),
-        timed(lambda: [reread.array(name)[:] for name in RECORDS]),
+        timed(lambda: [reread.checksums(reread.status()), reread.params()]),
+        timed(lambda: [reread.array(name)[:] for name in arrays]),
     )
     return out
 
@@ -323,24 +331,33 @@ def rows(r: dict) -> list[tuple[str, float, float, str]]:
             out.append(
                 (f"write floor: {part} alone vs {REFERENCE}", write[part], write[REFERENCE], "")
             )
-    label = f"records: {', '.join(RECORDS)} of {N * WAIT_COPIES} samples vs zarr's array reads"
+    label = f"records: status, checksum, params of {N * WAIT_COPIES} samples vs zarr's arrays"
     out.append((label, *r["records"], ""))
     return out
 
 
 def main() -> None:
+    global REPEATS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resolutions", type=int, nargs="+", default=list(RESOLUTIONS))
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="timings per side")
+    parser.add_argument("--format-version", type=int, default=fmt.FORMAT_VERSION)
+    args = parser.parse_args()
+    REPEATS = args.repeats
+    fmt.ROOT_ATTRS = {**fmt.ROOT_ATTRS, "format_version": args.format_version}
     torch.set_num_threads(1)
     console = Console(width=150)
     cache = Path(tempfile.gettempdir()) / "pdeladder-bench-cache"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for resolution in RESOLUTIONS:
+        for resolution in args.resolutions:
             samples = heat_samples(N, DIM, resolution, SNAPSHOTS, cache)
             results[resolution] = (samples[0].fields.nbytes * N / 1e6, measure(samples, Path(tmp)))
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     table = Table(
-        title=f"heat {DIM}D, T={SNAPSHOTS}, {N} samples, batches of {BATCH}; "
+        title=f"format {args.format_version}, heat {DIM}D, T={SNAPSHOTS}, {N} samples, "
+        f"batches of {BATCH}; "
         f"{os.cpu_count()} cores, load average {load}"
     )
     for col in ("size", "measure", "pdeladder ms", "baseline ms", "ratio", "target"):

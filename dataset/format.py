@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 5, as data.
+"""The pdeladder store format, version 6, as data.
 
 The store (:mod:`pdeladder.dataset.store`) creates a group with the attributes of
 :func:`group_metadata` and exactly the arrays :func:`layout` lists, and the verifier
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from pdeladder.solvers.grid import Grid
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 5
-#: Versions this code reads (and writes samples into). Version 4 kept one checksum and one set
-#: of moments per sample and never split ``x`` (see :func:`blocked`); version 3 also differs in
+FORMAT_VERSION = 6
+#: Versions this code reads (and writes samples into). Version 5 kept a sample's parameters,
+#: seed and statistics in arrays of their own and a checksum and moments per chunk even for a
+#: one-chunk sample (see :func:`recorded`); version 4 kept one checksum and one set of moments
+#: per sample and never split ``x`` (see :func:`split_x`); version 3 also differs in
 #: its chunk keys (``/`` as separator, see :func:`key_separator`); version 2 checksummed with
 #: CRC-32 (zlib), version 1 also kept one array per solver statistic (``stats_<name>``).
 OLDEST_READABLE_VERSION = 3
@@ -150,7 +152,7 @@ def chunking(snapshots: int, channels: int, shape: tuple[int, int, int]) -> tupl
 def field_chunks(meta: dict[str, Any]) -> tuple[int, int]:
     """``(chunk_time, chunk_x)`` of a group (``chunk_x`` is ``X`` before version 5)."""
     X = spatial_shape(meta)[0]
-    return meta["chunk_time"], meta["chunk_x"] if blocked(meta) else X
+    return meta["chunk_time"], meta["chunk_x"] if split_x(meta) else X
 
 
 def field_blocks(meta: dict[str, Any]) -> tuple[int, int]:
@@ -159,10 +161,77 @@ def field_blocks(meta: dict[str, Any]) -> tuple[int, int]:
     return -(-meta["snapshots"] // ct), -(-spatial_shape(meta)[0] // cx)
 
 
+def _version(meta: dict[str, Any]) -> int:
+    return meta.get("format_version", FORMAT_VERSION)
+
+
+def split_x(meta: dict[str, Any]) -> bool:
+    """Whether a group's ``fields`` chunks may split x (``chunk_x``, version 5 on)."""
+    return _version(meta) >= 5
+
+
+def recorded(meta: dict[str, Any]) -> bool:
+    """Whether a group keeps a sample's seed, parameters, statistics, checksum and moments in
+    one ``record`` (version 6 on) rather than in an array each."""
+    return _version(meta) >= 6
+
+
 def blocked(meta: dict[str, Any]) -> bool:
-    """Whether a group keeps a checksum and moments per ``fields`` chunk (version 5 on)
-    rather than per sample."""
-    return meta.get("format_version", FORMAT_VERSION) >= 5
+    """Whether a group keeps a checksum and moments per ``fields`` chunk: version 5, and from
+    version 6 a group whose samples have more than one chunk (``chunk_checksum``,
+    ``chunk_moments``). Otherwise per sample: arrays up to version 4, the record from 6."""
+    if not recorded(meta):
+        return split_x(meta)
+    return field_blocks(meta) != (1, 1)
+
+
+def digest_arrays(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """The names of a group's arrays of per-chunk ``(checksum, moments)``, None when it has
+    none (:func:`blocked`)."""
+    if not blocked(meta):
+        return None
+    return ("chunk_checksum", "chunk_moments") if recorded(meta) else ("checksum", "moments")
+
+
+def record_fields(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fields of a version-6 sample ``record``, in order, packed little-endian, no
+    padding (every float64 at a multiple of 8 bytes): ``name``, numpy ``dtype``, ``shape``,
+    byte ``offset``, ``long_name``. A record never written reads as bytes 0xFF: NaN floats,
+    seed -1, checksum 0xFFFFFFFF."""
+    P, S, C = len(meta["parameters"]), len(SOLVER_STATS), len(meta["channels"])
+    fields = [
+        ("seed", "<i8", (), "random seed"),
+        ("params", "<f8", (P,), "family parameters, in the order of the coordinate parameter"),
+        ("stats", "<f8", (S,), "solver statistics, in the order of the coordinate stat"),
+        ("moments", "<f8", (C, 3), _MOMENTS.format("the sample's") + ", per channel"),
+        ("checksum", "<u4", (), _CRC.format("the sample's") + _WHOLE),
+    ]
+    out, offset = [], 0
+    for name, dtype, shape, long_name in fields:
+        out.append(
+            {
+                "name": name,
+                "dtype": dtype,
+                "shape": list(shape),
+                "offset": offset,
+                "long_name": long_name,
+            }
+        )
+        offset += np.dtype(dtype).itemsize * math.prod(shape)
+    return out
+
+
+def record_dtype(meta: dict[str, Any]) -> np.dtype:
+    """The numpy structured dtype of a version-6 ``record`` (:func:`record_fields`): view a
+    record's bytes ``(N, R)`` uint8 as ``(N, 1)`` of it."""
+    fields = record_fields(meta)
+    return np.dtype(
+        {
+            "names": [f["name"] for f in fields],
+            "formats": [(f["dtype"], tuple(f["shape"])) for f in fields],
+            "offsets": [f["offset"] for f in fields],
+        }
+    )
 
 
 def slabs(n: int, chunk: int, k: int) -> list[tuple[int, int]]:
@@ -300,74 +369,112 @@ def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
         ),
         ArraySpec("stat", (S,), ("stat",), "str", (S,), {"long_name": "solver statistic"}, ""),
     ]
-    per_sample = [
-        ArraySpec(
-            "fields",
-            (n, T, C, X, Y, Z),
-            ("sample", "t", "channel", "x", "y", "z"),
-            "float32",
-            (1, ct, C, cx, Y, Z),
-            {
-                "long_name": "sampled solution trajectories",
-                "units": chan_units[0] if len(set(chan_units)) == 1 else "mixed",
-                "channel_units": chan_units,
-            },
-            float("nan"),
-            meta["compression"],
-        ),
-        ArraySpec(
-            "params",
-            (n, P),
-            ("sample", "parameter"),
-            "float64",
-            (1, P),
-            {"long_name": "family parameters", "units": [p["units"] for p in meta["parameters"]]},
-            float("nan"),
-        ),
-        ArraySpec("seed", (n,), ("sample",), "int64", (1,), {"long_name": "random seed"}),
-        ArraySpec(
-            "status",
-            (n,),
-            ("sample",),
-            "uint8",
-            (1,),
-            {
-                "long_name": "sample status",
-                "flag_values": [MISSING, OK, FAILED],
-                "flag_meanings": " ".join(STATUS_NAMES),
-            },
-        ),
-        ArraySpec("reason", (n,), ("sample",), "str", (1,), {"long_name": "failure reason"}, ""),
-        *(_block_digests(n, C, BT, BX) if blocked(meta) else _sample_digests(n, C)),
-        ArraySpec(
-            "provenance",
-            (n,),
-            ("sample",),
-            "str",
-            (1,),
-            {"long_name": "solver provenance (JSON): element, time step, mesh, solver"},
-            "",
-        ),
-        ArraySpec(
-            "stats",
-            (n, S),
-            ("sample", "stat"),
-            "float64",
-            (1, S),
-            {
-                "long_name": "solver statistics",
-                "units": [units for _, units, _ in SOLVER_STATS.values()],
-                "stat_long_names": [long for _, _, long in SOLVER_STATS.values()],
-            },
-            float("nan"),
-        ),
-    ]
+    fields = ArraySpec(
+        "fields",
+        (n, T, C, X, Y, Z),
+        ("sample", "t", "channel", "x", "y", "z"),
+        "float32",
+        (1, ct, C, cx, Y, Z),
+        {
+            "long_name": "sampled solution trajectories",
+            "units": chan_units[0] if len(set(chan_units)) == 1 else "mixed",
+            "channel_units": chan_units,
+        },
+        float("nan"),
+        meta["compression"],
+    )
+    status = ArraySpec(
+        "status",
+        (n,),
+        ("sample",),
+        "uint8",
+        (1,),
+        {
+            "long_name": "sample status",
+            "flag_values": [MISSING, OK, FAILED],
+            "flag_meanings": " ".join(STATUS_NAMES),
+        },
+    )
+    reason = ArraySpec(
+        "reason", (n,), ("sample",), "str", (1,), {"long_name": "failure reason"}, ""
+    )
+    provenance = ArraySpec(
+        "provenance",
+        (n,),
+        ("sample",),
+        "str",
+        (1,),
+        {"long_name": "solver provenance (JSON): element, time step, mesh, solver"},
+        "",
+    )
+    if recorded(meta):
+        names = digest_arrays(meta)
+        digests = _block_digests(n, C, BT, BX, names) if names else []
+        per_sample = [fields, status, reason, _record(meta, n), provenance, *digests]
+    else:
+        per_sample = [
+            fields,
+            ArraySpec(
+                "params",
+                (n, P),
+                ("sample", "parameter"),
+                "float64",
+                (1, P),
+                {
+                    "long_name": "family parameters",
+                    "units": [p["units"] for p in meta["parameters"]],
+                },
+                float("nan"),
+            ),
+            ArraySpec("seed", (n,), ("sample",), "int64", (1,), {"long_name": "random seed"}),
+            status,
+            reason,
+            *(
+                _block_digests(n, C, BT, BX, ("checksum", "moments"))
+                if blocked(meta)
+                else _sample_digests(n, C)
+            ),
+            provenance,
+            ArraySpec(
+                "stats",
+                (n, S),
+                ("sample", "stat"),
+                "float64",
+                (1, S),
+                {
+                    "long_name": "solver statistics",
+                    "units": [units for _, units, _ in SOLVER_STATS.values()],
+                    "stat_long_names": [long for _, _, long in SOLVER_STATS.values()],
+                },
+                float("nan"),
+            ),
+        ]
     sep = key_separator(meta.get("format_version", FORMAT_VERSION))
     return [replace(spec, separator=sep) for spec in coords + per_sample]
 
 
 _CRC = "CRC-32C of {} fields as float32 little-endian C-order bytes"
+_WHOLE = " (of its one chunk; of its chunks' checksums, uint32 little-endian, when it has several)"
 _MOMENTS = "per-channel (count, mean, M2) of {} fields over t, x, y, z"
+#: Byte value of a ``record`` never written (see :func:`record_fields`).
+RECORD_FILL = 0xFF
+
+
+def _record(meta: dict[str, Any], n: int) -> ArraySpec:
+    """Version 6: one fixed-width record per sample, written at its commit (seed,
+    parameters, statistics, checksum, moments: :func:`record_fields`), one chunk each."""
+    R = record_dtype(meta).itemsize
+    stats = list(SOLVER_STATS.values())
+    attrs = {
+        "long_name": "sample record: seed, parameters, solver statistics, checksum, moments",
+        "record_fields": record_fields(meta),
+        "param_units": [p["units"] for p in meta["parameters"]],
+        "stat_units": [units for _, units, _ in stats],
+        "stat_long_names": [long for _, _, long in stats],
+    }
+    return ArraySpec(
+        "record", (n, R), ("sample", "record_byte"), "uint8", (1, R), attrs, RECORD_FILL
+    )
 
 
 def _sample_digests(n: int, C: int) -> list[ArraySpec]:
@@ -393,13 +500,13 @@ def _sample_digests(n: int, C: int) -> list[ArraySpec]:
     ]
 
 
-def _block_digests(n: int, C: int, BT: int, BX: int) -> list[ArraySpec]:
-    """Version 5: a checksum and moments per ``fields`` chunk (time block, x block), one chunk
-    of them per x block of a sample, so that whoever writes an x slab of a sample writes its
-    digests too and no chunk has two writers."""
+def _block_digests(n: int, C: int, BT: int, BX: int, names: tuple[str, str]) -> list[ArraySpec]:
+    """From version 5: a checksum and moments per ``fields`` chunk (time block, x block), one
+    chunk of them per x block of a sample, so that whoever writes an x slab of a sample writes
+    its digests too and no chunk has two writers (``names``: :func:`digest_arrays`)."""
     return [
         ArraySpec(
-            "checksum",
+            names[0],
             (n, BT, BX),
             ("sample", "t_block", "x_block"),
             "uint32",
@@ -407,7 +514,7 @@ def _block_digests(n: int, C: int, BT: int, BX: int) -> list[ArraySpec]:
             {"long_name": _CRC.format("each chunk's (without padding)")},
         ),
         ArraySpec(
-            "moments",
+            names[1],
             (n, BT, BX, C, 3),
             ("sample", "t_block", "x_block", "channel", "moment"),
             "float64",

@@ -108,9 +108,21 @@ class Group:
 
     @property
     def blocked(self) -> bool:
-        """Whether this group keeps a checksum and moments per ``fields`` chunk (version 5 on;
-        one per sample before)."""
+        """Whether this group keeps a checksum and moments per ``fields`` chunk
+        (:func:`format.blocked`: version 5, and multi-chunk samples from version 6)."""
         return fmt.blocked(self.attrs)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether this group keeps a sample's seed, parameters, statistics, checksum and
+        moments in one ``record`` (version 6 on)."""
+        return fmt.recorded(self.attrs)
+
+    @cached_property
+    def digest_arrays(self) -> tuple[str, str] | None:
+        """Names of the arrays of per-chunk ``(checksum, moments)``, None where the group
+        keeps them per sample (:func:`format.digest_arrays`)."""
+        return fmt.digest_arrays(self.attrs)
 
     def status(self) -> np.ndarray:
         """``(N,)`` uint8: MISSING (0), OK (1) or FAILED (2) per sample."""
@@ -118,14 +130,14 @@ class Group:
 
     def checksums(self, status: np.ndarray | None = None) -> np.ndarray:
         """``(N,)`` uint32: each ok sample's checksum as :func:`read_samples` checks a whole
-        sample against it (0 where not ok; only ok samples' records are read). Up to version 4
-        the CRC-32C of its fields; from version 5 the CRC-32C of its chunks' checksums
-        (:func:`sample_checksum`). ``status``: the group's :meth:`status`, when the caller has
-        read it already."""
+        sample against it (0 where not ok; only ok samples' records are read): the CRC-32C of
+        its fields, or of its chunks' checksums when it has several (:func:`sample_checksum`;
+        version 5 stores those, version 6 the result in the record). ``status``: the group's
+        :meth:`status`, when the caller has read it already."""
         ok = (self.status() if status is None else status) == OK
         stored = self.column("checksum", where=ok)
-        if not self.blocked:
-            return stored
+        if stored.ndim == 1:
+            return np.where(ok, stored, 0).astype(np.uint32)
         out = np.zeros(len(stored), np.uint32)
         for i in np.flatnonzero(ok):
             out[i] = sample_checksum(stored[i])
@@ -137,9 +149,11 @@ class Group:
 
     def column(self, name: str, where: np.ndarray | None = None) -> np.ndarray:
         """Every sample's value of the per-sample record array ``name`` (all but ``fields``),
-        ``(N, ...)`` as zarr would return it: the fill value where a sample never wrote it,
-        and where ``where`` (``(N,)`` bool) is False, whose chunks are not read at all (a
-        reader trusts nothing of a sample whose status is not ok: ``where=status == OK``).
+        or from version 6 of the ``record`` field ``name`` (``seed``, ``params``, ``stats``,
+        ``checksum``, ``moments``), ``(N, ...)`` as zarr would return it: the fill value
+        where a sample never wrote it (a record's: NaN, seed -1), and where ``where``
+        (``(N,)`` bool) is False, whose chunks are not read at all (a reader trusts nothing
+        of a sample whose status is not ok: ``where=status == OK``).
 
         Read chunk by chunk as store keys (zarr's array API costs about half a millisecond
         per chunk, and these arrays have one chunk per sample, or per x block): a local
@@ -149,6 +163,9 @@ class Group:
         """
         if name == "fields":
             raise ValueError("fields are read sample by sample: read_samples")
+        if name in self._record_names:
+            rows = self.column("record", where).view(self._record_dtype)[:, 0]
+            return np.ascontiguousarray(rows[name])
         spec = self.chunks[name]
         n, per = self.n_samples, spec.blocks
         out = np.full((n, *spec.shape), spec.fill, dtype=spec.dtype or object)
@@ -243,7 +260,7 @@ class Group:
             rows[a] = slice(lo, hi)
             return np.array(self.read(index)[tuple(rows)])
         region = spec.along(a, range(lo // c, -(-hi // c)))
-        sums = self.chunks["checksum"]
+        sums = self.chunks[self.digest_arrays[0]]
         sum_region = sums.along(1, region[2])
         sum_keys = sums.keys(index, sum_region)
         keys = [*self.chunks["status"].keys(index), *sum_keys, *spec.keys(index, region)]
@@ -286,15 +303,17 @@ class Group:
 
     def block_moments(self, where: np.ndarray | None = None) -> np.ndarray:
         """``(N, K, C, 3)`` stored ``(count, mean, M2)`` per channel of each sample's ``K``
-        parts (its chunks from version 5 on, ``K = BT * BX``; the whole sample before,
-        ``K = 1``), which merge into the sample's (:func:`merge_moments`). ``where``: as
-        for :meth:`column`."""
-        stored = self.column("moments", where=where)
+        parts (its chunks where the group keeps moments per chunk, ``K = BT * BX``; the whole
+        sample otherwise, ``K = 1``), which merge into the sample's (:func:`merge_moments`).
+        ``where``: as for :meth:`column`."""
+        names = self.digest_arrays
+        stored = self.column(names[1] if names else "moments", where=where)
         return stored.reshape(len(stored), -1, *stored.shape[-2:])
 
     def _sample_checksum(self, record: Any) -> int:
-        """The checksum of a whole sample (see :meth:`checksums`) from its checksum record."""
-        if not self.blocked:
+        """The checksum of a whole sample (see :meth:`checksums`) from its checksum record
+        (per chunk in version 5, the sample's in the others)."""
+        if self.digest_arrays != ("checksum", "moments"):
             return int(record)
         return sample_checksum(np.broadcast_to(record, self.chunks["checksum"].shape))
 
@@ -323,17 +342,41 @@ class Group:
     def _zstore(self) -> Any:
         return self.node.store
 
+    @cached_property
+    def _record_dtype(self) -> np.dtype | None:
+        return fmt.record_dtype(self.attrs) if self.recorded else None
+
+    @cached_property
+    def _record_names(self) -> frozenset[str]:
+        """The names :meth:`column` and :meth:`_records` take from ``record`` (version 6)."""
+        return frozenset(self._record_dtype.names) if self.recorded else frozenset()
+
     def _records(self, index: int, *names: str) -> list[Any]:
-        """Sample ``index``'s values of the per-sample record arrays ``names`` (the fill value
-        where never written)."""
-        keys = [self.chunks[name].keys(index) for name in names]
+        """Sample ``index``'s values of the per-sample record arrays (or ``record`` fields)
+        ``names`` (the fill value where never written)."""
+        arrays = list(dict.fromkeys("record" if n in self._record_names else n for n in names))
+        keys = [self.chunks[name].keys(index) for name in arrays]
         raw = iter(chunks.get(self._zstore, [key for ks in keys for key in ks]))
-        out = []
-        for name, ks in zip(names, keys, strict=True):
+        found = {}
+        for name, ks in zip(arrays, keys, strict=True):
             got = [next(raw) for _ in ks]
-            never = all(r is None for r in got)
-            out.append(self.chunks[name].fill if never else self._decode_record(index, name, got))
-        return out
+            if name == "record":
+                found[name] = self._record(index, got[0])
+            elif all(r is None for r in got):
+                found[name] = self.chunks[name].fill
+            else:
+                found[name] = self._decode_record(index, name, got)
+        return [found["record"][n] if n in self._record_names else found[n] for n in names]
+
+    def _record(self, index: int, raw: Any) -> np.void:
+        """Sample ``index``'s ``record`` (a structured scalar) from its chunk's bytes (None:
+        never written, which reads as the fill)."""
+        spec = self.chunks["record"]
+        if raw is None:
+            row = np.full(spec.shape, fmt.RECORD_FILL, np.uint8)
+        else:
+            row = np.ascontiguousarray(self._decode_record(index, "record", [raw]))
+        return row.view(self._record_dtype)[0]
 
     def _decode_record(self, index: int, name: str, raw: list[Any]) -> Any:
         try:

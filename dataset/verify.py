@@ -21,6 +21,7 @@ from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.group import Group
+from pdeladder.dataset.moments import merge_moments
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import FormatError, StoreError
 
@@ -156,14 +157,36 @@ def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
             yield f"sample {i}: status failed without a reason"
 
 
-def check_sample_values(
-    group: Group, index: int, expected_checksum: int, stored_moments: np.ndarray
-) -> Iterator[str]:
-    """One ok sample: readable, matching its checksum (one of :meth:`Group.checksums`), finite,
-    with the moments it stores (``stored_moments``: its row of the ``moments`` array,
-    ``(C, 3)``, or ``(BT, BX, C, 3)`` per chunk from version 5 on)."""
+@dataclass(frozen=True)
+class Digests:
+    """What a group stores about its ok samples' fields, ``(N, ...)`` each: ``checksums``
+    (:meth:`Group.checksums`), ``moments`` (:meth:`Group.block_moments`, ``(N, K, C, 3)``),
+    and from version 6, for groups with per-chunk digests, the per-chunk checksums
+    ``chunk_checksums`` ``(N, BT, BX)`` and the record's ``(N, C, 3)`` ``sample_moments``."""
+
+    checksums: np.ndarray
+    moments: np.ndarray
+    chunk_checksums: np.ndarray | None = None
+    sample_moments: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, group: Group, status: np.ndarray) -> "Digests":
+        ok = status == fmt.OK
+        both = group.recorded and group.blocked
+        return cls(
+            group.checksums(status),
+            group.block_moments(where=ok),
+            group.column(group.digest_arrays[0], where=ok) if both else None,
+            group.column("moments", where=ok) if both else None,
+        )
+
+
+def check_sample_values(group: Group, index: int, digests: Digests) -> Iterator[str]:
+    """One ok sample: readable, matching its checksum, finite, with the moments it stores
+    (per chunk or per sample), and from version 6 with per-chunk checksums and a record that
+    agree with its fields."""
     try:
-        data = group.read_fields(index, expected_checksum)
+        data = group.read_fields(index, int(digests.checksums[index]))
     except StoreError as err:
         yield str(err).removeprefix(f"{group.where(index)}: ")
         return
@@ -171,8 +194,16 @@ def check_sample_values(
     if bad.any():
         yield f"{int(bad.sum())} NaN/Inf values"
         return
-    if not np.allclose(stored_moments, group.digest(data)[1], rtol=1e-9, atol=1e-12):
+    crcs, found = group.digest(data)
+    stored = digests.moments[index]
+    if not np.allclose(stored, np.reshape(found, stored.shape), rtol=1e-9, atol=1e-12):
         yield "stored moments do not match the fields"
+    if digests.chunk_checksums is not None:
+        if not np.array_equal(digests.chunk_checksums[index], crcs):
+            yield "stored chunk checksums do not match the fields"
+        merged = merge_moments(np.reshape(found, (-1, *stored.shape[-2:])))
+        if not np.allclose(digests.sample_moments[index], merged, rtol=1e-9, atol=1e-12):
+            yield "the record's moments do not match the fields"
 
 
 def group_problems(
@@ -195,14 +226,12 @@ def group_problems(
         return found
     # only committed samples' digests are read: a sample whose status is not ok is missing,
     # whatever chunks an unfinished write left behind
-    committed = status == fmt.OK
-    checksums = group.checksums(status)
-    moments = group.column("moments", where=committed)
-    ok = np.flatnonzero(committed).tolist()
+    digests = Digests.of(group, status)
+    ok = np.flatnonzero(status == fmt.OK).tolist()
     advance = progress(group.path, len(ok)) if progress else lambda: None
 
     def check(i: int) -> list[str]:
-        messages = list(check_sample_values(group, i, int(checksums[i]), moments[i]))
+        messages = list(check_sample_values(group, i, digests))
         advance()
         return messages
 
@@ -225,8 +254,11 @@ _MISSING = {
 
 
 def _leftovers(group: Group, indices: list[int]) -> list[bool]:
-    """Whether each sample left chunks of its fields or checksum (an unfinished write)."""
-    keys = [[group.chunks[name].keys(i)[0] for name in ("fields", "checksum")] for i in indices]
+    """Whether each sample left chunks of its fields or digests (an unfinished write)."""
+    names = ["fields", *(["record"] if group.recorded else [])]
+    if group.digest_arrays or not group.recorded:
+        names.append(group.digest_arrays[0] if group.digest_arrays else "checksum")
+    keys = [[group.chunks[name].keys(i)[0] for name in names] for i in indices]
     found = iter(chunks.exists(group.node.store, [k for ks in keys for k in ks]))
     return [any([next(found) for _ in ks]) for ks in keys]
 

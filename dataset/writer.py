@@ -27,8 +27,8 @@ from zarr.core.sync import sync
 from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import FAILED, MISSING, OK
-from pdeladder.dataset.group import Group
-from pdeladder.dataset.moments import normalization
+from pdeladder.dataset.group import Group, sample_checksum
+from pdeladder.dataset.moments import merge_moments, normalization
 from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers.family import Sample
 
@@ -48,10 +48,11 @@ class WritableGroup(Group):
         self._guarded_write(index, lambda: self._write(index, sample))
 
     def write_slab(self, index: int, lo: int, hi: int, fields: np.ndarray) -> None:
-        """Write x rows ``[lo, hi)`` of sample ``index`` (format 5): ``fields`` float32
+        """Write x rows ``[lo, hi)`` of sample ``index`` (format 5 on): ``fields`` float32
         ``(T, C, hi - lo, Y, Z)``, whole chunks (``lo`` and ``hi`` on chunk boundaries, as
-        :func:`format.slabs` cuts them), then those x blocks' checksum and moments chunks, so
-        that a slab's digests are stored only once its fields are. Status is not touched.
+        :func:`format.slabs` cuts them), then those x blocks' checksum and moments chunks (a
+        one-chunk sample of format 6, one slab: its record, with only those), so that a
+        slab's digests are stored only once its fields are. Status is not touched.
 
         For K processes that each hold one x slab of a sample: every chunk of a slab, its
         digests included, is written by that slab's process alone. The protocol: one process
@@ -62,11 +63,7 @@ class WritableGroup(Group):
         """
         self._check_writable()
         self._check_index(index)
-        if not self.blocked:
-            raise StoreError(
-                f"{self.where()}: format version {self.attrs['format_version']} keeps one "
-                "checksum per sample; x slabs are written from format 5 on"
-            )
+        self._check_slabs()
         spec = self.chunks["fields"]
         cx, X = spec.chunks[2], spec.shape[2]
         if not (0 <= lo < hi <= X and lo % cx == 0 and (hi % cx == 0 or hi == X)):
@@ -93,28 +90,50 @@ class WritableGroup(Group):
 
         def put() -> None:
             self._put(index, {"fields": fields}, xblocks)
-            self._put(index, {"checksum": crcs, "moments": moments}, xblocks)
+            if self.digest_arrays:
+                self._put(
+                    index, dict(zip(self.digest_arrays, (crcs, moments), strict=True)), xblocks
+                )
+            else:  # the record holds the digests until commit completes it
+                self._put(index, {"record": self._record_bytes(None, crcs, moments)})
 
         self._guarded_write(index, put)
 
+    def _check_slabs(self) -> None:
+        if not fmt.split_x(self.attrs):
+            raise StoreError(
+                f"{self.where()}: format version {self.attrs['format_version']} keeps one "
+                "checksum per sample; x slabs are written from format 5 on"
+            )
+
+    @property
+    def _landing(self) -> str:
+        """The array whose chunks say that a sample's slabs have landed: its per-chunk
+        checksums, or its record (one-chunk samples of format 6), or its checksum (3, 4)."""
+        if self.digest_arrays:
+            return self.digest_arrays[0]
+        return "record" if self.recorded else "checksum"
+
     def discard(self, index: int) -> None:
-        """Set sample ``index`` back to missing, then remove its checksum chunks, so that no
-        reader trusts it and :meth:`commit` waits until every slab is written anew."""
+        """Set sample ``index`` back to missing, then remove its checksum chunks (its record
+        where that holds them), so that no reader trusts it and :meth:`commit` waits until
+        every slab is written anew."""
         self._check_writable()
         self._check_index(index)
 
         def discard() -> None:
             self._put(index, {"status": MISSING})
-            chunks.delete(self._zstore, self.chunks["checksum"].keys(index))
+            chunks.delete(self._zstore, self.chunks[self._landing].keys(index))
 
         self._guarded_write(index, discard)
 
     def commit(self, index: int, sample: Sample) -> None:
         """Record sample ``index`` whose x slabs were written by :meth:`write_slab`: its
         parameters, seed, statistics and provenance from ``sample`` (with ``fields=None``: the
-        fields are the slabs), then, once those have landed, status ok. Raises StoreError,
-        writing nothing, while the checksum chunk of any x block is missing (its slab has not
-        landed). A failed ``sample`` is recorded as :meth:`write` records it."""
+        fields are the slabs; from format 6 in its record, with the checksum and moments
+        merged from the slabs' digests), then, once those have landed, status ok. Raises
+        StoreError, writing nothing, while the digests of any x block are missing (its slab
+        has not landed). A failed ``sample`` is recorded as :meth:`write` records it."""
         if sample.fields is not None:
             raise UserInputError(
                 f"{self.where(index)}: commit records a sample written in slabs; pass it "
@@ -125,12 +144,15 @@ class WritableGroup(Group):
             return
         self._check_write(sample, with_fields=False)
         self._check_index(index)
-        if not self.blocked:
-            raise StoreError(f"{self.where()}: slabs are written from format 5 on")
+        self._check_slabs()
 
         def commit() -> None:
             (status,) = self._records(index, "status")
-            landed = chunks.exists(self._zstore, self.chunks["checksum"].keys(index))
+            records = self._sample_records(sample, int(status))
+            if self.recorded:
+                landed, records["record"] = self._landed_record(index, sample)
+            else:
+                landed = chunks.exists(self._zstore, self.chunks["checksum"].keys(index))
             if not all(landed):
                 cx, X = self.chunks["fields"].chunks[2], self.sample_shape[2]
                 rows = [
@@ -140,10 +162,32 @@ class WritableGroup(Group):
                     f"{self.where(index)}: x rows {', '.join(rows)} have not landed (no checksum "
                     "chunk); status not written"
                 )
-            self._put_all(index, self._sample_records(sample, int(status)))
+            self._put_all(index, records)
             self._put(index, {"status": OK})
 
         self._guarded_write(index, commit)
+
+    def _landed_record(self, index: int, sample: Sample) -> tuple[list[bool], np.ndarray]:
+        """Format 6: whether each x block's digests have landed, and the record of ``sample``
+        with the sample's checksum and moments merged from them."""
+        C = len(self.channel_names)
+        if not self.digest_arrays:
+            (record,) = self._records(index, "record")
+            crc, moments = record["checksum"], record["moments"]
+            landed = [bool(np.isfinite(moments).all())]
+        else:
+            sums, moms = (self.chunks[name] for name in self.digest_arrays)
+            raw = chunks.get(self._zstore, [*sums.keys(index), *moms.keys(index)])
+            BX = sums.grid[1]
+            landed = [
+                a is not None and b is not None for a, b in zip(raw[:BX], raw[BX:], strict=True)
+            ]
+            if not all(landed):
+                return landed, np.empty(0, np.uint8)
+            crcs = self._decode_record(index, self.digest_arrays[0], raw[:BX])
+            parts = self._decode_record(index, self.digest_arrays[1], raw[BX:])
+            crc, moments = sample_checksum(crcs), merge_moments(parts.reshape(-1, C, 3))
+        return landed, self._record_bytes(sample, crc, moments)
 
     def _guarded_write(self, index: int, write: Callable[[], None]) -> None:
         try:
@@ -182,13 +226,18 @@ class WritableGroup(Group):
             job.result()  # the first error, if any
 
     def _sample_records(self, sample: Sample, before: int) -> dict[str, Any]:
-        """The records of ``sample`` but its fields and digests (``before``: its status)."""
-        records = {
-            "params": sample.params.vector(),
-            "seed": sample.seed,
-            "stats": [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS],
-            "provenance": json.dumps(sample.provenance, sort_keys=True, default=str),
-        }
+        """The records of ``sample`` but its fields and digests (``before``: its status); from
+        format 6 but its record too (which holds the digests)."""
+        provenance = json.dumps(sample.provenance, sort_keys=True, default=str)
+        if self.recorded:
+            records: dict[str, Any] = {"provenance": provenance}
+        else:
+            records = {
+                "params": sample.params.vector(),
+                "seed": sample.seed,
+                "stats": _stats(sample),
+                "provenance": provenance,
+            }
         if not sample.ok:
             records["reason"] = sample.stats.reason or "failed"
         elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
@@ -208,23 +257,50 @@ class WritableGroup(Group):
         pool = _writers()
         side = [pool.submit(self._put, index, {name: value}) for name, value in records.items()]
         if sample.ok:
-            side.append(pool.submit(self._put_digest, index, sample.fields))
+            side.append(pool.submit(self._put_digest, index, sample))
             try:
                 self._put(index, {"fields": sample.fields})
             finally:
                 futures.wait(side)  # nothing outlives a failed write
         else:
+            if self.recorded:
+                side.append(pool.submit(self._put, index, {"record": self._record_bytes(sample)}))
             futures.wait(side)
         for job in side:
             job.result()  # the first error, if any
         self._put(index, {"status": OK if sample.ok else FAILED})
 
-    def _put_digest(self, index: int, fields: np.ndarray) -> None:
-        """Store the checksums and moments of sample ``index``'s ``fields``; refuse NaN/Inf."""
-        crc, moments = self.digest(fields)
+    def _put_digest(self, index: int, sample: Sample) -> None:
+        """Store the checksums and moments of ``sample``'s fields as sample ``index`` (from
+        format 6 per chunk where the group keeps them so, and the sample's in its record,
+        with its seed, parameters and statistics); refuse NaN/Inf."""
+        crc, moments = self.digest(sample.fields)
         if not np.isfinite(moments).all():
             raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
-        self._put(index, {"checksum": crc, "moments": moments})
+        if not self.recorded:
+            self._put(index, {"checksum": crc, "moments": moments})
+            return
+        if self.digest_arrays:
+            self._put(index, dict(zip(self.digest_arrays, (crc, moments), strict=True)))
+            C = len(self.channel_names)
+            crc, moments = sample_checksum(crc), merge_moments(moments.reshape(-1, C, 3))
+        self._put(index, {"record": self._record_bytes(sample, crc, moments)})
+
+    def _record_bytes(
+        self, sample: Sample | None, crc: int | None = None, moments: np.ndarray | None = None
+    ) -> np.ndarray:
+        """A format-6 record ``(R,)`` uint8: ``sample``'s seed, parameters and statistics and
+        the fields' checksum and ``(C, 3)`` moments, each left as never written (0xFF bytes)
+        where None."""
+        row = np.full(self.chunks["record"].shape, fmt.RECORD_FILL, np.uint8)
+        record = row.view(self._record_dtype)
+        if sample is not None:
+            record["seed"] = sample.seed
+            record["params"] = sample.params.vector()
+            record["stats"] = _stats(sample)
+        if crc is not None:
+            record["checksum"], record["moments"] = crc, moments
+        return row
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
@@ -294,7 +370,12 @@ class WritableGroup(Group):
 
 
 #: The axis of each x-split per-sample array that holds its x blocks (``fields``: points).
-_X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1}
+_X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1, "chunk_checksum": 1, "chunk_moments": 1}
+
+
+def _stats(sample: Sample) -> list[float]:
+    """``sample``'s solver statistics in the order of ``format.SOLVER_STATS``."""
+    return [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
 
 
 def _writers() -> futures.ThreadPoolExecutor:

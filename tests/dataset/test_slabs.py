@@ -20,7 +20,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems, verify
 from pdeladder.errors import StoreError, UserInputError
 
-from .conftest import HEAT, array_sample
+from .conftest import GRID, HEAT, array_sample
 
 BIG = HEAT.grid(2, 17, 9)  # (T, C, X, Y, Z) = (9, 1, 17, 17, 1): uneven in t and x
 
@@ -202,7 +202,7 @@ def test_slab_writes_and_commit_on_every_store(store_url):
         group.commit(1, record)
 
 
-def test_format_5_samples_in_chunks_read_everywhere(tmp_path):
+def test_samples_in_chunks_read_everywhere(tmp_path):
     """A group split into time and x chunks passes verify, and xarray, ``store plot`` and the
     loader read its samples as stored."""
     url = str(tmp_path / "store")
@@ -215,7 +215,7 @@ def test_format_5_samples_in_chunks_read_everywhere(tmp_path):
     assert group.chunks["fields"].blocks == 5 * 5
     verify(url)
     ds = xr.open_zarr(url, group=group.path, consolidated=False)
-    assert ds["checksum"].dims == ("sample", "t_block", "x_block")
+    assert ds["chunk_checksum"].dims == ("sample", "t_block", "x_block")
     np.testing.assert_array_equal(ds["fields"].isel(sample=2).values, samples[2].fields)
     assert plot_sample(group, 1, tmp_path / "pic.png").read_bytes()[:4] == b"\x89PNG"
     batches = list(StoreDataset(url, batch_size=2, seed=None, prefetch=1))
@@ -228,8 +228,6 @@ def test_version_4_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
     """A version 4 group (one checksum and moments per sample, no ``chunk_x``) is read, cut
     into slabs (from the whole sample, checked), verified and written into as it was made;
     slab writes need format 5."""
-    from pdeladder.dataset import format as fmt
-
     url = str(tmp_path / "store")
     samples = [array_sample(BIG, k) for k in range(2)]
     with monkeypatch.context() as m:
@@ -257,3 +255,66 @@ def test_version_4_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
     assert reread.normalization()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
     with pytest.raises(StoreError, match="format version 4 keeps one checksum per sample"):
         resumed.write_slab(0, 0, 17, samples[0].fields)
+
+
+def test_a_sample_is_four_files_and_one_slab_of_one_chunk_commits(tmp_path):
+    """Format 6: a one-chunk sample is its fields, its record (seed, parameters, statistics,
+    checksum, moments), its provenance and its status; written as the single slab of one
+    writer, its record holds the digests until the commit completes it."""
+    url = str(tmp_path / "store")
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    assert not group.blocked and group.digest_arrays is None
+    sample = array_sample(GRID, 3)
+    before = set((tmp_path / "store").rglob("c.*"))
+    group.write(0, sample)
+    written = sorted(
+        str(p.relative_to(tmp_path / "store" / group.path))
+        for p in set((tmp_path / "store").rglob("c.*")) - before
+    )
+    assert written == ["fields/c.0.0.0.0.0.0", "provenance/c.0", "record/c.0.0", "status/c.0"]
+
+    record = array_sample(GRID, 4)
+    record.fields = None
+    with pytest.raises(StoreError, match=r"x rows \[0, 9\) have not landed"):
+        group.commit(1, record)
+    group.write_slab(1, 0, 9, array_sample(GRID, 4).fields)
+    assert group.status().tolist() == [OK, MISSING] and group.column("seed")[1] == -1
+    group.commit(1, record)
+    reread = open_store(url).group(group.path)
+    assert reread.info(1)["seed"] == 4 and reread.status().tolist() == [OK, OK]
+    np.testing.assert_array_equal(reread.read(1), array_sample(GRID, 4).fields)
+    assert store_problems(reread.store) == {group.path: []}
+    group.discard(1)
+    with pytest.raises(StoreError, match="have not landed"):
+        group.commit(1, record)
+
+
+def test_version_5_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
+    """A version 5 group (parameters, seed and statistics in arrays of their own, a checksum
+    and moments per chunk, no record) is read, verified and written into as it was made,
+    whole samples and slabs alike."""
+    url = str(tmp_path / "store")
+    samples = [array_sample(BIG, k) for k in range(3)]
+    with monkeypatch.context() as m:
+        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 5})
+        old = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=3, chunk_x=9)
+    old.write(0, samples[0])
+    resumed = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=3, chunk_x=9)
+    assert resumed.attrs["format_version"] == 5 and not resumed.recorded
+    record = array_sample(BIG, 1)
+    record.fields = None
+    for lo, hi in fmt.slabs(17, 9, 2):
+        resumed.write_slab(1, lo, hi, np.ascontiguousarray(samples[1].fields[:, :, lo:hi]))
+    resumed.commit(1, record)
+    resumed.write(2, samples[2])
+    raw = zarr.open_group(url)[old.path]
+    assert "record" not in raw and raw["checksum"].shape == (3, 1, 2)
+    assert raw["seed"][:].tolist() == [0, 1, 2]
+    reread = open_store(url).group(old.path)
+    for k, s in enumerate(samples):
+        np.testing.assert_array_equal(reread.read(k), s.fields)
+    np.testing.assert_array_equal(reread.read_slab(2, "x", 9, 17), samples[2].fields[:, :, 9:])
+    assert reread.info(1)["seed"] == 1 and reread.column("seed").tolist() == [0, 1, 2]
+    assert store_problems(reread.store) == {old.path: []}
+    whole = np.stack([s.fields for s in samples]).astype(np.float64)
+    assert reread.normalization()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)

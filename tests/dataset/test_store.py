@@ -212,14 +212,14 @@ def test_corrupt_record_chunk_names_the_sample(tmp_path):
     group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=3)
     for k in range(3):
         group.write(k, array_sample(GRID, k))
-    chunk = _chunk(tmp_path, "params", 2)
+    chunk = _chunk(tmp_path, "record", 2)
     chunk.write_bytes(chunk.read_bytes()[:-3])
     reread = open_store(str(tmp_path)).group("s0/heat/2d_n9_t5")
     with pytest.raises(
-        StoreError, match=r"s0/heat/2d_n9_t5 sample 2: cannot read params .*corrupt"
+        StoreError, match=r"s0/heat/2d_n9_t5 sample 2: cannot read record .*corrupt"
     ):
         reread.params()
-    with pytest.raises(StoreError, match=r"sample 2: cannot read params"):
+    with pytest.raises(StoreError, match=r"sample 2: cannot read record"):
         reread.info(2)
     assert reread.info(1)["seed"] == 1
 
@@ -277,7 +277,13 @@ def test_xarray_sees_named_dimensions_and_units(store_url, heat_samples):
     assert list(ds["channel"].values) == ["u"]
     assert list(ds["parameter"].values) == ["diffusivity", "ic_length_scale"]
     assert ds["t"].attrs["long_name"] == "time" and ds["x"].attrs["units"] == "1"
-    assert ds["params"].dims == ("sample", "parameter")
+    assert ds["record"].dims == ("sample", "record_byte")
+    fields = [f["name"] for f in ds["record"].attrs["record_fields"]]
+    assert fields == ["seed", "params", "stats", "moments", "checksum"]
+    records = ds["record"].values.view(fmt.record_dtype(group.attrs))[:, 0]
+    assert records["seed"].tolist() == [heat_samples[0].seed, -1]  # -1: never written
+    np.testing.assert_array_equal(records["params"][0], heat_samples[0].params.vector())
+    assert np.isnan(records["params"][1]).all()
     np.testing.assert_array_equal(ds["fields"].isel(sample=0).values, heat_samples[0].fields)
     assert ds.attrs["family"] == "heat"
 
@@ -367,13 +373,16 @@ def test_chunks_are_what_zarr_writes_and_reads(tmp_path, monkeypatch, compressio
     for k, s in enumerate(samples):
         np.testing.assert_array_equal(plain["fields"][k], s.fields)
         np.testing.assert_array_equal(group.read(k), s.fields)
-        assert plain["seed"][k] == k
+        record = plain["record"][k].view(fmt.record_dtype(group.attrs))[0]
+        assert record["seed"] == k
         parts = [s.fields[t, :, x] for t, x in blocks]
-        assert plain["checksum"][k].reshape(-1).tolist() == [checksum(p) for p in parts]
+        assert plain["chunk_checksum"][k].reshape(-1).tolist() == [checksum(p) for p in parts]
         np.testing.assert_array_equal(
-            plain["moments"][k].reshape(4, 1, 3), [sample_moments(p) for p in parts]
+            plain["chunk_moments"][k].reshape(4, 1, 3), [sample_moments(p) for p in parts]
         )
-        assert group.checksums()[k] == sample_checksum(plain["checksum"][k])
+        assert group.checksums()[k] == sample_checksum(plain["chunk_checksum"][k])
+        assert record["checksum"] == group.checksums()[k]
+        np.testing.assert_allclose(record["moments"], sample_moments(s.fields), rtol=1e-12)
         assert json.loads(str(plain["provenance"][k])) == s.provenance
     np.testing.assert_allclose(
         group.moments(), sample_moments(np.concatenate([s.fields for s in samples])), rtol=1e-12
@@ -397,14 +406,13 @@ def test_sample_moments_are_exact_in_float64():
 
 
 def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monkeypatch):
-    """Version 4 keys every chunk as a file of its array's folder (``seed/c.1``); a version 3
-    group (``seed/c/1``) is read, verified and written into as before, by its own keys."""
-    from pdeladder.dataset import format as fmt
-
+    """From version 4 every chunk is a file of its array's folder (``record/c.1.0``); a
+    version 3 group (``seed/c/1``) is read, verified and written into as before, by its own
+    keys."""
     samples = [array_sample(GRID, k) for k in range(2)]
     new = open_store(str(tmp_path / "v4"), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
     new.write(1, samples[1])
-    assert (tmp_path / "v4" / new.path / "seed" / "c.1").is_file()
+    assert (tmp_path / "v4" / new.path / "record" / "c.1.0").is_file()
     assert not list((tmp_path / "v4").rglob("*.partial"))
     with monkeypatch.context() as m:
         m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 3})

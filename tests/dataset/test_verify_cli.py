@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from pdeladder.dataset import chunks as chunks_module
 from pdeladder.dataset import cli
+from pdeladder.dataset import format as fmt
 from pdeladder.dataset import verify as verify_module
 from pdeladder.dataset.format import FORMAT_VERSION
 from pdeladder.dataset.store import open_store
@@ -57,7 +58,10 @@ def test_bad_samples_are_all_named(tmp_path, heat_samples):
     chunk = next((tmp_path / "store" / PATH / "fields").glob("c.3.*"))
     chunk.write_bytes(chunk.read_bytes()[:10])  # truncated
     group.write(5, array_sample(GRID, 5))
-    zarr.open_group(url, mode="a")[PATH]["moments"][5] = 0.0  # stats out of step
+    raw = zarr.open_group(url, mode="a")[PATH]["record"]
+    row = raw[5]
+    row.view(fmt.record_dtype(group.attrs))["moments"] = 0.0  # stats out of step
+    raw[5] = row
     result = runner.invoke(cli.app, ["verify", url, "--json"])
     assert result.exit_code == 1
     problems = json.loads(result.output)["problems"]
@@ -110,14 +114,15 @@ def test_structure_problems_name_the_array(tmp_path, heat_samples):
     report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
     assert [p["message"] for p in report["problems"]] == ["attribute 'dim' has type str"]
     g.update_attributes({"dim": 2})
-    del g["seed"]
-    g.create_array("params", shape=(5, 2), dtype="float32", chunks=(5, 2), overwrite=True)
+    del g["provenance"]
+    R = g["record"].shape[1]
+    g.create_array("record", shape=(5, R), dtype="float32", chunks=(5, R), overwrite=True)
     report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
     messages = [p["message"] for p in report["problems"]]
-    assert "array 'seed' is missing" in messages
-    assert "params: dtype is float32, expected float64" in messages
-    assert "params: chunks is (5, 2), expected (1, 2)" in messages
-    assert "params: dimension_names is (), expected ('sample', 'parameter')" in messages
+    assert "array 'provenance' is missing" in messages
+    assert "record: dtype is float32, expected uint8" in messages
+    assert f"record: chunks is (5, {R}), expected (1, {R})" in messages
+    assert "record: dimension_names is (), expected ('sample', 'record_byte')" in messages
     assert {p["kind"] for p in report["problems"]} == {"structure"}
 
 
@@ -147,16 +152,16 @@ def test_plot_writes_a_png(tmp_path, dim):
 
 
 def test_an_unfinished_write_is_missing_not_corrupt(tmp_path):
-    """After a crash mid-write (its fields landed, its checksum chunk truncated, no status) a
-    sample is missing, with a note that its leftovers are overwritten, not a structure error;
-    a committed sample's truncated checksum chunk stays a structure error naming it."""
+    """After a crash mid-write (its fields landed, its record truncated, no status) a sample
+    is missing, with a note that its leftovers are overwritten, not a structure error; a
+    committed sample's truncated record stays a structure error naming it."""
     url = str(tmp_path / "store")
     group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=4)
     for k in range(3):
         group.write(k, array_sample(GRID, k))
     folder = tmp_path / "store" / PATH
     (folder / "status" / "c.2").unlink()  # the commit never came
-    (folder / "checksum" / "c.2.0.0").write_bytes(b"\x01")  # truncated by a full disk
+    (folder / "record" / "c.2.0").write_bytes(b"\x01")  # truncated by a full disk
     report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
     named = {p["path"].rsplit(" ", 1)[-1]: p for p in report["problems"]}
     assert set(named) == {"2", "3"} and {p["kind"] for p in named.values()} == {"values"}
@@ -164,6 +169,6 @@ def test_an_unfinished_write_is_missing_not_corrupt(tmp_path):
     assert "overwritten" in named["2"]["message"]
     assert named["3"]["message"] == "missing (never written)"
     group.write(2, array_sample(GRID, 2))  # the rerun resumes it
-    (folder / "checksum" / "c.1.0.0").write_bytes(b"\x01")
+    (folder / "record" / "c.1.0").write_bytes(b"\x01")
     (problem,) = verify_module.store_problems(open_store(url))[PATH]
-    assert problem.kind == "structure" and "sample 1: cannot read checksum" in problem.message
+    assert problem.kind == "structure" and "sample 1: cannot read record" in problem.message
