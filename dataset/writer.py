@@ -170,7 +170,6 @@ class WritableGroup(Group):
     def _landed_record(self, index: int, sample: Sample) -> tuple[list[bool], np.ndarray]:
         """Format 6: whether each x block's digests have landed, and the record of ``sample``
         with the sample's checksum and moments merged from them."""
-        C = len(self.channel_names)
         if not self.digest_arrays:
             (record,) = self._records(index, "record")
             crc, moments = record["checksum"], record["moments"]
@@ -186,8 +185,14 @@ class WritableGroup(Group):
                 return landed, np.empty(0, np.uint8)
             crcs = self._decode_record(index, self.digest_arrays[0], raw[:BX])
             parts = self._decode_record(index, self.digest_arrays[1], raw[BX:])
-            crc, moments = sample_checksum(crcs), merge_moments(parts.reshape(-1, C, 3))
+            crc, moments = self._whole(crcs, parts)
         return landed, self._record_bytes(sample, crc, moments)
+
+    def _whole(self, crcs: np.ndarray, moments: np.ndarray) -> tuple[int, np.ndarray]:
+        """A sample's checksum and ``(C, 3)`` moments from its chunks' ``(BT, BX)`` and
+        ``(BT, BX, C, 3)``."""
+        C = len(self.channel_names)
+        return sample_checksum(crcs), merge_moments(np.reshape(moments, (-1, C, 3)))
 
     def _guarded_write(self, index: int, write: Callable[[], None]) -> None:
         try:
@@ -282,8 +287,7 @@ class WritableGroup(Group):
             return
         if self.digest_arrays:
             self._put(index, dict(zip(self.digest_arrays, (crc, moments), strict=True)))
-            C = len(self.channel_names)
-            crc, moments = sample_checksum(crc), merge_moments(moments.reshape(-1, C, 3))
+            crc, moments = self._whole(crc, moments)
         self._put(index, {"record": self._record_bytes(sample, crc, moments)})
 
     def _record_bytes(
