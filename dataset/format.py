@@ -196,23 +196,37 @@ def digest_arrays(meta: dict[str, Any]) -> tuple[str, str] | None:
 def record_fields(meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The fields of a version-6 sample ``record``, in order, packed little-endian, no
     padding (every float64 at a multiple of 8 bytes): ``name``, numpy ``dtype``, ``shape``,
-    byte ``offset``, ``long_name``. A record never written reads as bytes 0xFF: NaN floats,
-    seed -1, checksum 0xFFFFFFFF."""
+    byte ``offset``, ``long_name``, and the ``dims`` of its shape (the group's coordinate
+    names: a field decoded for every sample is an array of dims ``("sample", *dims)``). A
+    record never written reads as bytes 0xFF: NaN floats, seed -1, checksum 0xFFFFFFFF."""
     P, S, C = len(meta["parameters"]), len(SOLVER_STATS), len(meta["channels"])
     fields = [
-        ("seed", "<i8", (), "random seed"),
-        ("params", "<f8", (P,), "family parameters, in the order of the coordinate parameter"),
-        ("stats", "<f8", (S,), "solver statistics, in the order of the coordinate stat"),
-        ("moments", "<f8", (C, 3), _MOMENTS.format("the sample's") + ", per channel"),
-        ("checksum", "<u4", (), _CRC.format("the sample's") + _WHOLE),
+        ("seed", "<i8", (), (), "random seed"),
+        (
+            "params",
+            "<f8",
+            (P,),
+            ("parameter",),
+            "family parameters, in the order of the coordinate parameter",
+        ),
+        ("stats", "<f8", (S,), ("stat",), "solver statistics, in the order of the coordinate stat"),
+        (
+            "moments",
+            "<f8",
+            (C, 3),
+            ("channel", "moment"),
+            _MOMENTS.format("the sample's") + ", per channel",
+        ),
+        ("checksum", "<u4", (), (), _CRC.format("the sample's") + _WHOLE),
     ]
     out, offset = [], 0
-    for name, dtype, shape, long_name in fields:
+    for name, dtype, shape, dims, long_name in fields:
         out.append(
             {
                 "name": name,
                 "dtype": dtype,
                 "shape": list(shape),
+                "dims": list(dims),
                 "offset": offset,
                 "long_name": long_name,
             }

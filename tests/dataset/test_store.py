@@ -288,6 +288,28 @@ def test_xarray_sees_named_dimensions_and_units(store_url, heat_samples):
     assert ds.attrs["family"] == "heat"
 
 
+def test_open_group_decodes_the_records_into_variables(store_url, heat_samples):
+    from pdeladder.dataset.view import open_group
+
+    group = open_store(store_url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(1, heat_samples[1])
+    ds = open_group(store_url, group.path)
+    assert "record" not in ds
+    assert ds["params"].dims == ("sample", "parameter")
+    assert ds["stats"].dims == ("sample", "stat") and ds["moments"].dims[:2] == (
+        "sample",
+        "channel",
+    )
+    assert ds["seed"].values.tolist() == [-1, heat_samples[1].seed]
+    np.testing.assert_array_equal(
+        ds["params"].sel(parameter="diffusivity").values[1], heat_samples[1].params.diffusivity
+    )
+    assert ds["stats"].sel(stat="steps").values[1] == heat_samples[1].stats.steps
+    assert ds["checksum"].values[1] == group.checksums()[1]
+    assert ds["status"].values.tolist() == [MISSING, OK]
+    np.testing.assert_array_equal(ds["fields"].isel(sample=1).values, heat_samples[1].fields)
+
+
 def test_s3_store_through_moto(s3_bucket, heat_samples):
     url = f"s3://{s3_bucket}/run1"
     store = open_store(url, mode="a", check_writable=True)
