@@ -1,6 +1,10 @@
 """Trainer benchmark, one run: training-step throughput of our operator against
 ``neuraloperator``'s FNO, like for like, and peak memory with and without activation
 checkpointing.  ``pip install .[bench]``; ``python benchmarks/trainer.py [--device cuda]``.
+``--workers 2`` also times a data-parallel step on 2 gloo processes, the parameters replicated
+(DDP) and sharded (FSDP2), against one process with the same per-rank batch (a quick-start
+refine batch, one thread per process), as wall time and as CPU time per rank (the latter holds
+on a shared machine, where the ranks wait for each other's cores).
 
 Like for like: batch 4, 2D trajectories ``(t, x, y) = (11, 64, 64)`` (one 3D ``(t, x, y)``
 transform in both), width 32, 4 Fourier layers, 25 % zero padding of every axis, GELU, a
@@ -22,8 +26,8 @@ from pdeladder.trainer.layers.spectral import ModeSelection
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 
 
-def step_time(model, make_inputs, target, steps: int) -> float:
-    opt = torch.optim.AdamW(model.parameters(), 1e-3)
+def step_time(model, make_inputs, target, steps: int, make_opt=None) -> float:
+    opt = (make_opt or (lambda p: torch.optim.AdamW(p, 1e-3)))(model.parameters())
     for i in range(steps + 2):
         if i == 2:
             t0 = time.perf_counter()
@@ -68,6 +72,75 @@ def interleaved(runs: dict, repeats: int) -> dict[str, float]:
     return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
 
 
+#: the quick-start's refine stage: width 16, modes 8, batch 8 of 11 snapshots on 33 x 33
+QUICKSTART = OperatorConfig(
+    in_channels=16, out_channels=6, width=16, layers=4, modes=(8, 8, 8, 1), families=4
+)
+QUICKSTART_BATCH = (8, 11, 33, 33, 1)
+
+
+def rank_step(rank: int, world: int, init: str, shard: str, steps: int, out) -> None:
+    """One rank of the data-parallel timing: ``out.put((wall, cpu))`` seconds a step (rank 0)."""
+    import torch.distributed as dist
+
+    from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
+    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.training.loop import adamw
+
+    torch.set_num_threads(1)
+    if world > 1:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = LadderOperator(QUICKSTART)
+    if world > 1:
+        dims = ParallelDims.of(world, DomainLayout(), shard)
+        model = parallelize(model, dims, None, torch.device("cpu"))
+    b, t, *space = QUICKSTART_BATCH
+    x = torch.randn(b, QUICKSTART.in_channels, t, *space)
+    fam, target = (
+        torch.zeros(b, dtype=torch.long),
+        torch.randn(b, QUICKSTART.out_channels, t, *space),
+    )
+    make_opt = lambda p: adamw(p, 1e-3)  # noqa: E731
+    step_time(model, lambda: (x, fam), target, 2, make_opt)  # warm-up
+    cpu = time.process_time()
+    wall = step_time(model, lambda: (x, fam), target, steps, make_opt)
+    if rank == 0:
+        out.put((wall, (time.process_time() - cpu) / steps))
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def data_parallel(world: int, steps: int, folder: str) -> None:
+    """Print the ``world``-rank step (DDP, FSDP2) against one process's, same per-rank batch."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    times = {}
+    for name, n, shard in (
+        ("one process", 1, "none"),
+        ("DDP", world, "none"),
+        ("FSDP2", world, "all"),
+    ):
+        out, init = ctx.Queue(), f"file://{folder}/rendezvous-{name.replace(' ', '-')}"
+        procs = [
+            ctx.Process(target=rank_step, args=(r, n, init, shard, steps, out)) for r in range(n)
+        ]
+        for proc in procs:
+            proc.start()
+        times[name] = out.get(timeout=1800)  # a rank that fails raises in its own process
+        for proc in procs:
+            proc.join()
+    (wall1, cpu1) = times["one process"]
+    print(f"one process: {wall1 * 1e3:.0f} ms a step ({cpu1 * 1e3:.0f} ms CPU)")
+    for name in ("DDP", "FSDP2"):
+        wall, cpu = times[name]
+        print(
+            f"{world} workers, {name}: {wall * 1e3:.0f} ms a step = {wall / wall1:.2f}x, "
+            f"CPU per rank {cpu / cpu1:.2f}x (target <= 1.3x)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -75,7 +148,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--modes", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=0, help="also time a step on this many ranks")
     args = ap.parse_args()
+    if args.workers > 1:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            data_parallel(args.workers, args.steps, folder)
     device = torch.device(args.device)
     torch.manual_seed(0)
     b, t, n, width, layers, m = 4, 11, args.size, 32, 4, args.modes
