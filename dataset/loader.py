@@ -36,8 +36,15 @@ Each item is one batch, a dict (every sample in it of one group, so of one famil
     group       str | None                  the samples' group path (None: not from a store)
     index       int64   (B,)                sample indices in the group (-1: not from a store)
 
-Normalisation is the data processor's (:mod:`pdeladder.trainer.training.processor`), with the
-layout's statistics (the store's moments, :func:`~pdeladder.dataset.moments.family_stats`).
+With ``normalise=True`` a batch also holds
+
+    normalised  float32 (B, T, C, X, Y, Z)  ``fields`` normalised (0 where absent)
+
+made in the reader threads, each job's samples right after their read, so that the consumer
+does not pay that pass. Normalisation is the data processor's either way
+(:meth:`~pdeladder.trainer.training.processor.DataProcessor.normalise`, with the layout's
+statistics: the store's moments, :func:`~pdeladder.dataset.moments.family_stats`); its
+``normalised`` takes the loader's where the batch holds it.
 
 Training reads batches by step (:meth:`StoreDataset.batch`, :meth:`StoreDataset.batches`), so
 a resumed run sees exactly the batches it would have seen. As an ``IterableDataset`` it yields
@@ -55,12 +62,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.collate import (
+    BatchArrays,
     Planned,
     ScratchArrays,
     batch_dict,
@@ -72,6 +81,8 @@ from pdeladder.dataset.collate import (
 )
 from pdeladder.dataset.group import Group, read_samples
 from pdeladder.errors import UserInputError
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.training.processor import DataProcessor
 
 if TYPE_CHECKING:
     from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -84,7 +95,8 @@ PREFETCH_BATCHES = 3
 #: a 64² sample, while a large sample is worth a job of its own.
 JOB_BYTES = 1 << 20
 
-Job = tuple[str, np.ndarray, np.ndarray, range]  # group, indices, the batch's fields, samples
+#: group, indices, the batch's fields, its normalised fields (None: not asked for), samples
+Job = tuple[str, np.ndarray, np.ndarray, np.ndarray | None, range]
 
 
 class StoreDataset(IterableDataset):
@@ -105,6 +117,9 @@ class StoreDataset(IterableDataset):
             shared 2-core VM), the faster way to read small samples, at the price of no
             reading while the consumer computes.
         domain: the domain group of this rank (x splits only): read only this rank's slabs.
+        normalise: also hand each batch's fields normalised, made in the reader threads (for
+            a consumer on the CPU; one on a GPU normalises there, instead of moving twice the
+            bytes).
     """
 
     def __init__(
@@ -118,6 +133,7 @@ class StoreDataset(IterableDataset):
         world_size: int | None = None,
         prefetch: int = PREFETCH_BATCHES,
         domain: "DomainGroup | None" = None,
+        normalise: bool = False,
     ):
         if batch_size < 1:
             raise UserInputError(f"batch_size must be positive, got {batch_size}")
@@ -134,6 +150,7 @@ class StoreDataset(IterableDataset):
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
         self.domain = domain if domain is not None and domain.size > 1 else None
         self.epoch = 0
+        self.processor = DataProcessor(self.catalog.layout) if normalise else None
         self._plans: dict[int, list[Planned]] = {}
         self._reader: _Reader | None = None
 
@@ -199,9 +216,11 @@ class StoreDataset(IterableDataset):
             for path, indices in plan:
                 entry = entries[path]
                 shape = (len(indices), *self._sample_shape(reader.groups[path]))
+                # fresh: files read into fresh arrays faster than into recycled ones (measured)
                 fields = new_fields(layout, entry.family, entry.grid.dim, shape)
+                norm = None if self.processor is None else reader.normalised.take(fields.shape)
                 step = max(1, -(-JOB_BYTES // (4 * max(1, math.prod(shape[1:])))))
-                yield from ((path, indices, fields, range(b, min(b + step, len(indices))))
+                yield from ((path, indices, fields, norm, range(b, min(b + step, len(indices))))
                             for b in range(0, len(indices), step))  # fmt: skip
 
         # jobs ahead: prefetch batches of large samples, more of small ones (at most
@@ -211,7 +230,7 @@ class StoreDataset(IterableDataset):
             if ahead and self.prefetch
             else ((job, self._read(reader, job)) for job in jobs())
         )
-        for (path, indices, fields, run), _ in done:
+        for (path, indices, fields, norm, run), _ in done:
             if run.stop == len(indices):  # the batch's samples are all in (jobs finish in order)
                 entry = entries[path]
                 yield batch_dict(
@@ -224,6 +243,7 @@ class StoreDataset(IterableDataset):
                     solved=True,
                     group=path,
                     index=indices,
+                    normalised=norm,
                 )
 
     def _x_range(self, group: Group) -> tuple[int, int] | None:
@@ -241,8 +261,22 @@ class StoreDataset(IterableDataset):
         return (T, C, X, Y, Z) if rows is None else (T, C, rows[1] - rows[0], Y, Z)
 
     def _read(self, reader: "_Reader", job: Job) -> None:
+        """Read samples ``run`` of a batch into their slots of its ``fields``, and normalise
+        them into its ``normalised`` where asked for."""
+        self._read_fields(reader, job)
+        path, _, fields, norm, run = job
+        if norm is not None:  # while the samples' values are still in the cache
+            family, present = reader.roles[path]
+            self.processor.normalise(
+                torch.from_numpy(fields[run.start : run.stop]),
+                family.expand(len(run)),
+                present.expand(len(run), -1),
+                torch.from_numpy(norm[run.start : run.stop]),
+            )
+
+    def _read_fields(self, reader: "_Reader", job: Job) -> None:
         """Read samples ``run`` of a batch into their slots of its ``fields``."""
-        path, indices, fields, run = job
+        path, indices, fields, _, run = job
         group, entry = reader.groups[path], self.catalog.groups[path]
         where = slots(self.catalog.layout, entry.family, entry.grid.dim)
         rows = self._x_range(group)
@@ -274,7 +308,15 @@ class StoreDataset(IterableDataset):
             groups = {p: store.group(p) for p in self.catalog.groups}
             threads = read_threads(depth, local=is_local(store.root.store))
             pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
-            reader = self._reader = _Reader(os.getpid(), depth, groups, pool, ScratchArrays())
+            layout, roles = self.catalog.layout, {}
+            for path, entry in self.catalog.groups.items():
+                present, _ = layout.roles(get_family(entry.family), entry.grid.dim)
+                family = torch.tensor([layout.family_id(entry.family)])
+                roles[path] = family, torch.from_numpy(present[None])
+            normalised = BatchArrays(keep=2 * self.prefetch + 4)
+            reader = self._reader = _Reader(
+                os.getpid(), depth, groups, pool, ScratchArrays(), normalised, roles
+            )
         return reader
 
 
@@ -289,3 +331,5 @@ class _Reader:
     groups: dict[str, Group]
     pool: ThreadPoolExecutor
     scratch: ScratchArrays
+    normalised: BatchArrays  # the batches' normalised arrays, recycled
+    roles: dict[str, tuple[torch.Tensor, torch.Tensor]]  # per group: family (1,), present (1, C)

@@ -1,6 +1,7 @@
 """Streaming loaders: batches, slots and statistics of mixed families, sharding, errors; torch
 and Ray."""
 
+import gc
 import threading
 from types import SimpleNamespace
 
@@ -15,6 +16,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers import Sample, SolveStats, get_family
+from pdeladder.trainer.training.processor import DataProcessor
 
 from .conftest import GRID, HEAT, array_sample, failed_sample
 
@@ -130,6 +132,25 @@ def test_prefetch_zero_reads_the_same_batches_in_the_consumers_thread(mixed_stor
         assert torch.equal(a["fields"], b["fields"]) and torch.equal(a["params"], b["params"])
     with pytest.raises(UserInputError, match="prefetch must be 0 or more"):
         StoreDataset(url, batch_size=2, prefetch=-1)
+
+
+def test_reader_threads_normalise_as_the_processor_does(mixed_store):
+    """``normalise=True``: each batch's ``normalised`` is bitwise what the processor makes of its
+    fields (two families, absent slots), and the processor takes it; its arrays are recycled
+    once dropped, never shared by two live batches."""
+    url, _ = mixed_store
+    ds = StoreDataset(url, batch_size=2, seed=1, normalise=True)
+    processor = DataProcessor(ds.catalog.layout)
+    held = list(ds) + list(ds)  # two epochs, all alive
+    pointers = [b["normalised"].data_ptr() for b in held]
+    assert len(set(pointers)) == len(pointers)
+    for b in held:
+        plain = {k: v for k, v in b.items() if k != "normalised"}
+        assert torch.equal(processor.normalised(b), processor.normalised(plain))
+        assert b["normalised"][:, :, ~b["present"][0]].eq(0).all()
+    del held, b, plain
+    gc.collect()
+    assert {b["normalised"].data_ptr() for b in ds} & set(pointers)  # recycled
 
 
 def test_dataloader_workers_split_a_rank(mixed_store, monkeypatch):

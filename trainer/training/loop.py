@@ -249,6 +249,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         rank=dp_rank,
         world_size=dims.dp,
         domain=domain,
+        normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
     weights = LossWeights(**cfg["weights"])
     si = cfg.get("self_improvement")

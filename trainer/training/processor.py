@@ -40,14 +40,29 @@ class DataProcessor:
     # slower than over four (measured with torch 2.9, one thread), the same values.
 
     def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The batch's fields normalised, in model layout ``(B, C, T, X, Y, Z)`` (0 where absent)."""
-        fields = batch["fields"]  # (B, T, C, X, Y, Z)
+        """The batch's fields normalised, in model layout ``(B, C, T, X, Y, Z)`` (0 where absent):
+        the loader's ``normalised`` where its threads made it (``StoreDataset(normalise=True)``,
+        by :meth:`normalise`), else normalised here."""
+        if "normalised" in batch:
+            return batch["normalised"].to(self.device, non_blocking=True).movedim(2, 1)
+        return self.normalise(batch["fields"], batch["family"], batch["present"]).movedim(2, 1)
+
+    def normalise(
+        self,
+        fields: torch.Tensor,
+        family: torch.Tensor,
+        present: torch.Tensor,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Physical ``fields`` ``(B, T, C, X, Y, Z)`` of samples of ``family`` ``(B,)`` with slots
+        ``present`` ``(B, C)`` normalised, same layout (into ``out``, contiguous, when given)."""
         b, t, c, *space = fields.shape
         per = (b, 1, c, 1)
-        mean, std = self._stats(batch["family"], per)
-        mean = mean * batch["present"].view(per)  # absent slots hold zeros: they stay 0
+        mean, std = self._stats(family, per)
+        mean = mean * present.view(per)  # absent slots hold zeros: they stay 0
         flat = fields.reshape(b, t, c, math.prod(space))
-        return (flat - mean).div_(std).view(fields.shape).movedim(2, 1)
+        dest = None if out is None else out.view(flat.shape)
+        return torch.sub(flat, mean, out=dest).div_(std).view(fields.shape)
 
     def inputs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Model inputs ``x`` ``(B, 2C + n_params, T, X, Y, Z)`` and ``family`` ``(B,)``.
