@@ -41,14 +41,12 @@ PRECISIONS = {"fp32": 4, "bf16": 2}
 
 
 @functools.cache
-def parameter_count(config: OperatorConfig) -> tuple[int, int, int]:
-    """(all parameters, parameters of one Fourier block, the largest parameter tensor), counted
-    on the meta device."""
+def parameter_count(config: OperatorConfig) -> tuple[int, int]:
+    """(all parameters, parameters of one Fourier block), counted on the meta device."""
     with torch.device("meta"):
         model = LadderOperator(config)
     block = sum(p.numel() for p in model.blocks[0].parameters())
-    sizes = [p.numel() for p in model.parameters()]
-    return sum(sizes), block, max(sizes)
+    return sum(p.numel() for p in model.parameters()), block
 
 
 def kept_modes(config: OperatorConfig, grid: tuple[int, int, int, int]) -> ModeSelection:
@@ -67,7 +65,7 @@ class Saved:
         recompute: with checkpointing, the largest stage's saved tensors, rebuilt while its
             backward runs (on top of ``kept``); 0 without.
         hidden: one hidden field ``B w P a`` (a block's input).
-        spectral: one block's mixing rows, kept weights and their gather index.
+        spectral: one block's mixing rows and kept weights (float32).
         project: the projection's saved tensors but the last block's output (its crop's copy,
             hidden layer and GELU).
         view: whether the projection's crop is a view of the last block's output (which it
@@ -189,8 +187,8 @@ def rank_bytes(
     The peak is the largest of the step's moments (:func:`step_moments`) on top of what the step
     holds throughout: the parameter and AdamW shards and the batch (float32): the fields read
     ``(B, T, C, x, Y, Z)``, the model input and the normalised target."""
-    params, _, largest = parameter_count(config)
-    shard, largest = (-(-count // world) if fsdp else count for count in (params, largest))
+    params, _ = parameter_count(config)
+    shard = -(-params // world) if fsdp else params
     saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)
     fields = channels + config.in_channels + config.out_channels
     held = {
@@ -199,7 +197,7 @@ def rank_bytes(
         "data": FLOAT * batch * math.prod(slab.local_shape) * fields,
     }
     moments = step_moments(config, slab, batch, world, saved, precision=precision, fsdp=fsdp)
-    adam = {"gradients": FLOAT * shard, "working": 2 * FLOAT * largest}
+    adam = {"gradients": FLOAT * shard}  # the trainer's fused AdamW updates in place
     parts = max([*moments.values(), adam], key=lambda m: sum(m.values()))
     names = ("gradients", "unsharded", "activations", "recompute", "working", "transform")
     parts = held | {name: parts.get(name, 0) for name in names}
@@ -240,11 +238,11 @@ def step_moments(
     FSDP holds the root's parameters gathered through both passes, the block that computes,
     and in the backward pass the next block, whose all-gather it issues ahead (with more than
     one rank: with one it copies when the block runs); the root's gradients stay unsharded until
-    the backward pass ends. The optimizer step (AdamW, one tensor at a time: two temporaries the
-    size of the largest parameter shard, beside the gradients) is :func:`rank_bytes`'s."""
+    the backward pass ends. The optimizer step (fused AdamW, in place: the gradients beside what
+    the step holds throughout) is :func:`rank_bytes`'s."""
     act = PRECISIONS[precision]
     b, w, layers = batch, config.width, config.layers
-    params, block, _ = parameter_count(config)
+    params, block = parameter_count(config)
     root = params - layers * block
     n = math.prod(slab.local_shape)
     p = math.prod(slab.padded(padding(slab.shape, config.padding)).local_shape)

@@ -299,7 +299,7 @@ def fsdp_sent(run: Run) -> dict[str, int]:
     """Bytes one rank puts on the wire per step for the parameters' collectives over all
     ``ranks``: FSDP's all-gathers (``all_gather``) and reduce-scatter (``reduce_scatter``), or
     without FSDP the gradients' all-reduce (``grad_all_reduce``)."""
-    params, block, _ = parameter_count(run.config)
+    params, block = parameter_count(run.config)
     r = run.ranks
     if not run.training:  # inference keeps whole parameters on every rank
         return {}
@@ -397,7 +397,7 @@ def inference_bytes(run: Run, slab: Slab) -> dict[str, int]:
     input slab and its output slab (written out slab by slab), one block's working set (input,
     output, spectral branch) and the transform's buffers."""
     cfg, act = run.config, PRECISIONS[run.precision]
-    params, _, _ = parameter_count(cfg)
+    params, _ = parameter_count(cfg)
     n = math.prod(slab.local_shape)
     p = math.prod(slab.padded(padding(slab.shape, cfg.padding)).local_shape)
     parts = {
