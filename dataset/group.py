@@ -407,10 +407,12 @@ class Group:
             raise self._unreadable(index, err) from err
         return data if expected_checksum is None else self._verified(index, data, expected_checksum)
 
-    def read_fields_into(self, index: int, out: np.ndarray, expected_checksum: int) -> np.ndarray:
+    def read_fields_into(
+        self, index: int, out: np.ndarray, expected_checksum: int, key: str | None = None
+    ) -> np.ndarray:
         """Sample ``index``'s fields read straight into ``out`` (see :func:`chunks.read_into`),
-        checked against its checksum."""
-        (key,) = self.chunks["fields"].keys(index)
+        checked against its checksum; ``key``: its one ``fields`` chunk's, if known."""
+        (key,) = self.chunks["fields"].keys(index) if key is None else (key,)
         try:
             found = chunks.read_into(self._zstore, key, out)
         except Exception as err:
@@ -503,7 +505,7 @@ def read_samples(
         chunks.get(store, [k for ks, d in zip(keys, direct, strict=True) if not d for k in ks])
     )
     fields = [
-        group.read_fields_into(index, dest, expected)
+        group.read_fields_into(index, dest, expected, ks[0])
         if d
         else group.decode_fields(index, [next(found) for _ in ks], expected, dest)
         for (group, index, expected), ks, dest, d in zip(items, keys, dests, direct, strict=True)
