@@ -55,8 +55,8 @@ def test_two_domain_ranks_train_as_one_worker(tiny, tmp_path):
     [
         (["--workers", "2", "--domain-ranks", "3"], "--domain-ranks 3 does not divide the 2"),
         (
-            ["--workers", "8", "--domain-ranks", "8"],
-            "over 8 ranks leave a rank 1; each needs none or at least 2",
+            ["--workers", "9", "--domain-ranks", "9"],  # 17 x points: 1, 2, .., 2
+            "17 points along x over 9 ranks leave a rank 1; each needs at least 2",
         ),
         (["--workers", "2", "--domain-ranks", "two"], "positive number or auto"),
     ],
