@@ -5,8 +5,8 @@ its slab's contribution to the global kept block (:class:`~pdeladder.trainer.lay
 on a slab: the DFT rows of its own global offsets on a split axis, the pruned local transform on
 the others). One all-reduce sums them, split in its two halves around the mixing: a
 reduce-scatter hands each rank the sum of its share of the ``M`` kept modes (``s = ⌈M/k⌉`` rows
-of the row-major block, padded with zero rows to ``k·s``: a rank may hold padding only, and
-still takes part), which the rank alone mixes with its weights; an all-gather of the mixed
+of the row-major block, padded with zero rows to ``k·s``: a rank's share may be zero rows only,
+and it still takes part), which the rank alone mixes with its weights; an all-gather of the mixed
 shares gives every rank the whole mixed block, which it evaluates at its own points (the
 inverse, no communication). So the mixing, its kept weights and their gradient are computed
 once per group, not on every rank; a weight's gradient on a rank covers its share's modes only,
