@@ -252,7 +252,7 @@ class StoreDataset(IterableDataset):
             return None
         grid = group.grid
         slab = self.domain.slab((grid.snapshots, *grid.shape))
-        return (slab.lo[1], slab.hi[1]) if slab.holds(1) else (0, 0)  # (0, 0): padding only
+        return slab.lo[1], slab.hi[1]
 
     def _sample_shape(self, group: Group) -> tuple[int, ...]:
         """``(T, C_f, X, Y, Z)`` of what this rank reads of one of the group's samples."""

@@ -55,10 +55,9 @@ class DomainGroup:
         """This rank's slab of a sample whose grid is ``shape`` ``(T, X, Y, Z)``."""
         return self.layout.slab(shape, self.index)
 
-    def neighbour(self, axis: str, step: int, shape: tuple[int, ...] | None = None) -> int | None:
+    def neighbour(self, axis: str, step: int) -> int | None:
         """Global rank of the group's rank ``step`` (±1) parts away along ``axis`` ("t" or "x"),
-        or ``None`` past the sample's end: past the last part, or (given the sample's grid
-        ``shape``) at a part that holds padding only."""
+        or ``None`` past the first or the last part."""
         it, ix = self.layout.coordinate(self.index)
         parts = (it, ix)
         a = SPLIT_AXES[axis]
@@ -66,8 +65,6 @@ class DomainGroup:
         if not 0 <= moved < (self.layout.t, self.layout.x)[a]:
             return None
         index = self.layout.index(*(moved if b == a else parts[b] for b in (0, 1)))
-        if shape is not None and not self.layout.slab(shape, index).holds(a):
-            return None
         return self.ranks[index]
 
 

@@ -22,7 +22,6 @@ from pdeladder.trainer.distributed.slab import SPLIT_AXES
 def _exchange(
     domain: DomainGroup,
     axis: str,
-    shape: tuple[int, ...] | None,
     to_prev: torch.Tensor | None,
     to_next: torch.Tensor | None,
     from_prev: torch.Tensor | None,
@@ -30,7 +29,7 @@ def _exchange(
 ) -> None:
     """Send ``to_prev``/``to_next`` to the previous/next part along ``axis`` and receive
     ``from_prev``/``from_next`` from them in place (``None``: nothing that way)."""
-    prev, nxt = domain.neighbour(axis, -1, shape), domain.neighbour(axis, 1, shape)
+    prev, nxt = domain.neighbour(axis, -1), domain.neighbour(axis, 1)
     ops = []
     for peer, send, recv in ((prev, to_prev, from_prev), (nxt, to_next, from_next)):
         if peer is None:
@@ -62,9 +61,9 @@ class _Halo(torch.autograd.Function):
     (send the halo planes' gradients back, add the received ones to the own edge planes)."""
 
     @staticmethod
-    def forward(ctx, x, domain, axis, dim, before, after, shape):
-        has_prev = domain.neighbour(axis, -1, shape) is not None
-        has_next = domain.neighbour(axis, 1, shape) is not None
+    def forward(ctx, x, domain, axis, dim, before, after):
+        has_prev = domain.neighbour(axis, -1) is not None
+        has_next = domain.neighbour(axis, 1) is not None
         n = x.shape[dim]
         # planes received from the previous/next part, and own planes sent to them
         got = (before if has_prev else 0, after if has_next else 0)
@@ -73,14 +72,12 @@ class _Halo(torch.autograd.Function):
         _exchange(
             domain,
             axis,
-            shape,
             to_prev=_planes(x, dim, 0, gave[0]),
             to_next=_planes(x, dim, n - gave[1], gave[1]),
             from_prev=lo,
             from_next=hi,
         )
         ctx.domain, ctx.axis, ctx.dim, ctx.n, ctx.got, ctx.gave = domain, axis, dim, n, got, gave
-        ctx.shape = shape
         return torch.cat([p for p in (lo, x, hi) if p is not None], dim)
 
     @staticmethod
@@ -90,7 +87,6 @@ class _Halo(torch.autograd.Function):
         _exchange(
             ctx.domain,
             ctx.axis,
-            ctx.shape,
             to_prev=_planes(grad, dim, 0, got[0]),
             to_next=_planes(grad, dim, got[0] + n, got[1]),
             from_prev=back_prev,
@@ -101,7 +97,7 @@ class _Halo(torch.autograd.Function):
             out.narrow(dim, 0, gave[0]).add_(back_prev)
         if back_next is not None:
             out.narrow(dim, n - gave[1], gave[1]).add_(back_next)
-        return out, None, None, None, None, None, None
+        return out, None, None, None, None, None
 
 
 def with_halo(
@@ -111,7 +107,6 @@ def with_halo(
     dim: int,
     before: int,
     after: int,
-    shape: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
     """``x`` extended along tensor dimension ``dim`` (the split axis ``axis``, "t" or "x") by
     the last ``before`` planes of the previous part's slab and the first ``after`` planes of the
@@ -119,30 +114,25 @@ def with_halo(
 
     Every rank of the group must call it with the same widths, and every part along ``axis``
     must hold at least ``max(before, after)`` planes (halos come from the nearest neighbour
-    only). ``x`` itself without a domain group or when ``axis`` is not split. Given the
-    sample's grid ``shape`` ``(T, X, Y, Z)``, parts that hold padding only take no part: the
-    last part with grid points has no next one, and a part without points keeps ``x`` as it is.
+    only). ``x`` itself without a domain group or when ``axis`` is not split.
     """
     if domain is None or (domain.layout.t, domain.layout.x)[SPLIT_AXES[axis]] == 1:
-        return x
-    if x.shape[dim] == 0:  # padding only: nothing to send, nothing of the sample's to extend
         return x
     if x.shape[dim] < max(before, after):
         raise ValueError(
             f"halo of ({before}, {after}) planes along {axis} from a slab of {x.shape[dim]}"
         )
-    return _Halo.apply(x, domain, axis, dim % x.ndim, before, after, shape)
+    return _Halo.apply(x, domain, axis, dim % x.ndim, before, after)
 
 
 def extended(
     x: torch.Tensor,
     domain: DomainGroup | None,
     halos: dict[str, tuple[int, int, int]],
-    shape: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
     """``x`` with a halo along each split axis named in ``halos`` (``axis: (dim, before,
     after)``, as :func:`with_halo` takes them), ``t`` before ``x`` so that corners arrive too."""
     for axis in ("t", "x"):
         if axis in halos:
-            x = with_halo(x, domain, axis, *halos[axis], shape=shape)
+            x = with_halo(x, domain, axis, *halos[axis])
     return x

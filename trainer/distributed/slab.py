@@ -102,10 +102,6 @@ class Slab:
                 tail.append((n + first, n + last) if last > first else (0, 0))
         return Slab(shape, self.lo, tuple(hi), tail=tuple(tail))
 
-    def holds(self, axis: int) -> bool:
-        """Whether this rank holds grid points along ``axis`` (not padding only)."""
-        return self.hi[axis] > self.lo[axis]
-
 
 @dataclass(frozen=True)
 class DomainLayout:

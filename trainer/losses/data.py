@@ -59,7 +59,7 @@ def _grads(
     for a in (1, 2, 3):
         n = slab.shape[a]
         if n > 1:
-            g = with_halo(f, domain, "x", f.ndim - 3, 0, 1, shape=slab.shape) if a == 1 else f
+            g = with_halo(f, domain, "x", f.ndim - 3, 0, 1) if a == 1 else f
             shape, lo, hi = list(slab.shape), list(slab.lo), list(slab.hi)
             shape[a], lo[a], hi[a] = n - 1, min(lo[a], n - 1), min(hi[a], n - 1)
             box = Slab(tuple(shape), tuple(lo), tuple(hi))

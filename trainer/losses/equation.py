@@ -63,8 +63,8 @@ def _halos(
         reach, a = (glob[dim] - out[dim]) // 2, 0 if axis == "t" else 1
         parts = (domain.layout.t, domain.layout.x)[a] if domain is not None else 1
         if parts > 1 and reach:
-            held = [domain.layout.slab(slab.shape, i).local_shape[a] for i in range(domain.size)]
-            fewest = min(h for h in held if h > 0)  # parts of padding only take no part
+            parts_of = (domain.layout.slab(slab.shape, i) for i in range(domain.size))
+            fewest = min(part.hi[a] - part.lo[a] for part in parts_of)  # grid points, no padding
             if fewest < reach:
                 raise UserInputError(
                     f"{fam.name}: its residual reaches {reach} points along {axis}, more than "
@@ -98,12 +98,8 @@ def relative_residual(
     fam = get_family(family_name)
     slab = slab or Slab.whole((fields.shape[1], *fields.shape[3:]))
     halos, count = _halos(fam, fields, params, grid, slab, domain)
-    if not all(fields.shape[FIELD_DIMS[axis]] for axis in FIELD_DIMS):  # padding only
-        zero = fields.new_zeros(2, fields.shape[0]) + 0 * fields.sum()  # keeps the graph
-        sums = sum_replicated(zero, domain)
-        return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
-    res = fam.residual(extended(fields, domain, halos, slab.shape), params, grid)
-    ref = fam.residual(extended(reference, domain, halos, slab.shape), params, grid)
+    res = fam.residual(extended(fields, domain, halos), params, grid)
+    ref = fam.residual(extended(reference, domain, halos), params, grid)
     dims = tuple(range(1, res.ndim))
     sums = sum_replicated(torch.stack([res.square().sum(dims), ref.square().sum(dims)]), domain)
     return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
