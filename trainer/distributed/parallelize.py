@@ -99,8 +99,11 @@ def parallelize(
     if dims.shard == "none":
         if dims.world_size == 1:
             return model
+        # gradients as views into DDP's all-reduce buckets: no second copy of the gradients
         return DistributedDataParallel(
-            model, device_ids=[device] if device.type == "cuda" else None
+            model,
+            device_ids=[device] if device.type == "cuda" else None,
+            gradient_as_bucket_view=True,
         )
     if domain is not None and domain.size > 1:
         for block in model.blocks:
