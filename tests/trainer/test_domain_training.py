@@ -75,7 +75,7 @@ def test_bad_domain_ranks_fail_in_one_line_writing_nothing(tiny, tmp_path, args,
 def test_auto_picks_the_fewest_ranks_that_fit_the_budget(tiny, tmp_path):
     """A budget below the one-worker peak needs two domain ranks; none fits a tiny budget."""
     from pdeladder.errors import UserInputError
-    from pdeladder.trainer.distributed.choose import domain_ranks_for
+    from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for
     from pdeladder.trainer.distributed.memory import peak_bytes
     from pdeladder.trainer.distributed.slab import DomainLayout
     from pdeladder.trainer.models.operator import OperatorConfig
@@ -87,8 +87,12 @@ def test_auto_picks_the_fewest_ranks_that_fit_the_budget(tiny, tmp_path):
         for k in (1, 2)
     )
     assert two < 0.6 * one
-    choose = dict(workers=2, grids=[grid], config=config, channels=2, batch=8, checkpointing=True)
-    assert domain_ranks_for("auto", budget_gb=(one + two) / 2, **choose) == 2
-    assert domain_ranks_for("auto", budget_gb=one * 1.01, **choose) == 1
+
+    def sizing(budget_gb: float | None) -> StageSizing:
+        return StageSizing(2, [grid], config, 2, 8, True, budget_gb)
+
+    assert sizing(None).peak_gb(1) == one and sizing(None).peak_gb(2) == two
+    assert domain_ranks_for("auto", sizing((one + two) / 2)) == 2
+    assert domain_ranks_for("auto", sizing(one * 1.01)) == 1
     with pytest.raises(UserInputError, match=r"no domain_ranks dividing 2 workers fits"):
-        domain_ranks_for("auto", budget_gb=two / 2, **choose)
+        domain_ranks_for("auto", sizing(two / 2))

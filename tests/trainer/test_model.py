@@ -242,7 +242,7 @@ def test_replicated_model_gives_the_unsharded_step_and_checkpoint(tmp_path):
 def test_parameters_are_sharded_only_when_needed():
     """auto: replicated without a budget or when the replicas fit it; sharded for split samples
     or when only shards fit; ddp with split samples is a one-line error."""
-    from pdeladder.trainer.distributed.choose import shard_for
+    from pdeladder.trainer.distributed.choose import StageSizing, shard_for
     from pdeladder.trainer.distributed.memory import peak_bytes
     from pdeladder.trainer.distributed.slab import DomainLayout
 
@@ -253,18 +253,19 @@ def test_parameters_are_sharded_only_when_needed():
         for fsdp in (False, True)
     )
     assert sharded < replicated
-    choose = dict(workers=2, grids=[grid], config=config, channels=2, batch=8, checkpointing=False)
-    assert shard_for("auto", domain_ranks=1, budget_gb=None, **choose) == "none"
-    assert shard_for("auto", domain_ranks=1, budget_gb=replicated * 1.01, **choose) == "none"
-    assert (
-        shard_for("auto", domain_ranks=1, budget_gb=(replicated + sharded) / 2, **choose) == "all"
-    )
-    assert shard_for("auto", domain_ranks=2, budget_gb=None, **choose) == "all"
-    assert shard_for("fsdp", domain_ranks=1, budget_gb=None, **choose) == "all"
+
+    def sizing(budget_gb: float | None) -> StageSizing:
+        return StageSizing(2, [grid], config, 2, 8, False, budget_gb)
+
+    assert shard_for("auto", 1, sizing(None)) == "none"
+    assert shard_for("auto", 1, sizing(replicated * 1.01)) == "none"
+    assert shard_for("auto", 1, sizing((replicated + sharded) / 2)) == "all"
+    assert shard_for("auto", 2, sizing(None)) == "all"
+    assert shard_for("fsdp", 1, sizing(None)) == "all"
     with pytest.raises(UserInputError, match="parallel ddp needs one rank per sample, not 2"):
-        shard_for("ddp", domain_ranks=2, budget_gb=None, **choose)
+        shard_for("ddp", 2, sizing(None))
     with pytest.raises(UserInputError, match="parallel must be auto, ddp or fsdp"):
-        shard_for("zero", domain_ranks=1, budget_gb=None, **choose)
+        shard_for("zero", 1, sizing(None))
 
 
 if (

@@ -3,43 +3,60 @@ number asked for, or, ``auto``, the fewest that divide the workers and whose pre
 peak fits the memory budget), and whether the parameters are sharded (FSDP2) or replicated
 (DDP). Checked before any worker starts, with one-line errors naming the numbers."""
 
+from dataclasses import dataclass
+
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.memory import peak_bytes
 from pdeladder.trainer.distributed.slab import DomainLayout
 from pdeladder.trainer.models.operator import OperatorConfig
 
 
-def domain_ranks_for(
-    asked: int | str,
-    *,
-    workers: int,
-    grids: list[tuple[int, int, int, int]],
-    config: OperatorConfig,
-    channels: int,
-    batch: int,
-    checkpointing: bool,
-    budget_gb: float | None,
-) -> int:
-    """The domain ranks for a stage whose groups have the ``grids`` ``(T, X, Y, Z)``.
+@dataclass(frozen=True)
+class StageSizing:
+    """What sets a training stage's per-rank memory: ``workers`` ranks, the ``grids``
+    ``(T, X, Y, Z)`` of its groups, the model, the model's input ``channels``, the per-rank
+    ``batch``, activation checkpointing, and the per-rank ``budget_gb`` (None: no budget)."""
 
-    Raises UserInputError when ``asked`` does not divide ``workers``, when a group's x axis is
-    too short for it, or (``auto``) when no divisor of ``workers`` fits ``budget_gb``.
+    workers: int
+    grids: list[tuple[int, int, int, int]]
+    config: OperatorConfig
+    channels: int
+    batch: int
+    checkpointing: bool
+    budget_gb: float | None
+
+    def peak_gb(self, domain_ranks: int, *, fsdp: bool = True) -> float:
+        """Predicted peak GiB of the largest rank over the stage's grids
+        (:func:`~pdeladder.trainer.distributed.memory.peak_bytes`)."""
+        layout = DomainLayout(x=domain_ranks, padding=self.config.padding)
+        peak = max(
+            peak_bytes(
+                self.config,
+                g,
+                self.channels,
+                self.batch,
+                layout,
+                self.workers,
+                self.checkpointing,
+                fsdp=fsdp,
+            )
+            for g in self.grids
+        )
+        return peak / 2**30
+
+
+def domain_ranks_for(asked: int | str, sizing: StageSizing) -> int:
+    """The domain ranks for a stage of ``sizing``.
+
+    Raises UserInputError when ``asked`` does not divide the workers, when a group's x axis is
+    too short for it, or (``auto``) when no divisor of the workers fits the budget.
     """
+    workers, budget_gb = sizing.workers, sizing.budget_gb
 
     def fits_grids(k: int) -> None:
-        layout = DomainLayout(x=k, padding=config.padding)
-        for grid in grids:
+        layout = DomainLayout(x=k, padding=sizing.config.padding)
+        for grid in sizing.grids:
             layout.slab(grid, k - 1)  # raises when the last rank would hold too few points
-
-    def peak_gb(k: int) -> float:
-        layout = DomainLayout(x=k, padding=config.padding)
-        return (
-            max(
-                peak_bytes(config, g, channels, batch, layout, workers, checkpointing)
-                for g in grids
-            )
-            / 2**30
-        )
 
     if asked != "auto":
         k = int(asked)
@@ -53,7 +70,7 @@ def domain_ranks_for(
             fits_grids(k)
         except UserInputError:
             break
-        tried.append((k, peak_gb(k)))
+        tried.append((k, sizing.peak_gb(k)))
         if tried[-1][1] <= budget_gb:
             return k
     predicted = ", ".join(f"k={k}: {gb:.2f} GB" for k, gb in tried)
@@ -63,25 +80,14 @@ def domain_ranks_for(
     )
 
 
-def shard_for(
-    asked: str,
-    *,
-    domain_ranks: int,
-    workers: int,
-    grids: list[tuple[int, int, int, int]],
-    config: OperatorConfig,
-    channels: int,
-    batch: int,
-    checkpointing: bool,
-    budget_gb: float | None,
-) -> str:
+def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
     """How a stage holds its parameters (:class:`~pdeladder.trainer.distributed.parallelize.
     ParallelDims` ``shard``): ``"all"`` (FSDP2 over all ranks) or ``"none"`` (replicated, DDP).
 
     ``asked`` is ``"fsdp"``, ``"ddp"`` or ``"auto"``. The rule for ``auto``: shard only when it
     is needed, that is when samples are split over domain ranks (their gradient convention is
     FSDP2's) or when the predicted per-rank peak with replicated parameters exceeds
-    ``budget_gb``; otherwise replicate, since sharding a model that fits costs a gather per
+    the budget; otherwise replicate, since sharding a model that fits costs a gather per
     block in the forward and the backward pass and a reduce-scatter per block.
     """
     if asked not in ("auto", "ddp", "fsdp"):
@@ -95,11 +101,6 @@ def shard_for(
         return "none" if asked == "ddp" else "all"
     if domain_ranks > 1:
         return "all"
-    if budget_gb is None:
+    if sizing.budget_gb is None:
         return "none"
-    layout = DomainLayout(x=1, padding=config.padding)
-    replicated = max(
-        peak_bytes(config, g, channels, batch, layout, workers, checkpointing, fsdp=False)
-        for g in grids
-    )
-    return "none" if replicated / 2**30 <= budget_gb else "all"
+    return "none" if sizing.peak_gb(1, fsdp=False) <= sizing.budget_gb else "all"

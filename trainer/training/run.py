@@ -25,7 +25,7 @@ from pdeladder.dataset.moments import family_stats
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
-from pdeladder.trainer.distributed.choose import domain_ranks_for, shard_for
+from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for, shard_for
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -122,18 +122,16 @@ def stage_config(
                 "modes": tuple(max(a, b) for a, b in zip(old.modes, model.modes, strict=True)),
             }
         )
-    sizing = {
-        "workers": workers,
-        "grids": [(g.snapshots, *g.shape) for _, g in stage.groups()],
-        "config": model,
-        "channels": len(layout.slots),
-        "batch": tr.batch_size,
-        "checkpointing": activation_checkpointing or tr.offload != "none",
-        "budget_gb": tr.memory_budget_gb,
-    }
-    ranks = domain_ranks_for(
-        domain_ranks if domain_ranks is not None else tr.domain_ranks, **sizing
+    sizing = StageSizing(
+        workers=workers,
+        grids=[(g.snapshots, *g.shape) for _, g in stage.groups()],
+        config=model,
+        channels=len(layout.slots),
+        batch=tr.batch_size,
+        checkpointing=activation_checkpointing or tr.offload != "none",
+        budget_gb=tr.memory_budget_gb,
     )
+    ranks = domain_ranks_for(domain_ranks if domain_ranks is not None else tr.domain_ranks, sizing)
     si = tr.self_improvement
     unsolved = [
         {
@@ -168,7 +166,7 @@ def stage_config(
         "activation_checkpointing": activation_checkpointing or tr.offload != "none",
         "offload": tr.offload,
         "domain_ranks": ranks,
-        "shard": shard_for(parallel, domain_ranks=ranks, **sizing),
+        "shard": shard_for(parallel, ranks, sizing),
     }
 
 
