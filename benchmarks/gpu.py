@@ -33,14 +33,14 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from domain_parallel import WIDTH, T, config  # benchmarks/ (the script folder is on sys.path)
 
 from pdeladder.trainer.distributed.memory import peak_bytes
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainLayout
-from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.models.operator import LadderOperator
 
-WIDTH, LAYERS, MODES, T = 16, 4, (4, 8, 8, 1), 11
-CONFIG = OperatorConfig(4, 2, width=WIDTH, layers=LAYERS, modes=MODES, families=1)
+CONFIG = config()
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -54,7 +54,10 @@ def inputs(size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]
     return x.to(device), torch.zeros(1, dtype=torch.long, device=device)
 
 
-def gradients(model: LadderOperator, x: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+def gradients(
+    model: LadderOperator, x: torch.Tensor, family: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's output and its flattened parameter gradients of ``mean(output²)``."""
     model.zero_grad(set_to_none=True)
     out = model(x, family)
     out.square().mean().backward()
