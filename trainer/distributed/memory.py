@@ -196,7 +196,9 @@ def rank_bytes(
         "optimizer": 2 * FLOAT * shard,
         "data": FLOAT * batch * math.prod(slab.local_shape) * fields,
     }
-    moments = step_moments(config, slab, batch, world, saved, precision=precision, fsdp=fsdp)
+    moments = step_moments(
+        config, slab, batch, world, saved, precision=precision, fsdp=fsdp, split=domain > 1
+    )
     adam = {"gradients": FLOAT * shard}  # the trainer's fused AdamW updates in place
     parts = max([*moments.values(), adam], key=lambda m: sum(m.values()))
     names = ("gradients", "unsharded", "activations", "recompute", "working", "transform")
@@ -213,6 +215,7 @@ def step_moments(
     *,
     precision: str = "fp32",
     fsdp: bool = True,
+    split: bool = False,
 ) -> dict[str, dict[str, int]]:
     """The tensors alive, by part, at the moments of a training step on ``slab`` that may set
     its peak, beside the parameter and optimizer shards and the batch; ``saved`` is
@@ -237,9 +240,11 @@ def step_moments(
 
     FSDP holds the root's parameters gathered through both passes, the block that computes,
     and in the backward pass the next block, whose all-gather it issues ahead (with more than
-    one rank: with one it copies when the block runs); the root's gradients stay unsharded until
-    the backward pass ends. The optimizer step (fused AdamW, in place: the gradients beside what
-    the step holds throughout) is :func:`rank_bytes`'s."""
+    one rank: with one it copies when the block runs); on a ``split`` sample (domain ranks) it
+    keeps every block gathered from its forward pass to its backward, so all the parameters at
+    these moments; the root's gradients stay unsharded until the backward pass ends. The
+    optimizer step (fused AdamW, in place: the gradients beside what the step holds throughout)
+    is :func:`rank_bytes`'s."""
     act = PRECISIONS[precision]
     b, w, layers = batch, config.width, config.layers
     params, block = parameter_count(config)
@@ -248,11 +253,13 @@ def step_moments(
     p = math.prod(slab.padded(padding(slab.shape, config.padding)).local_shape)
     hidden, output = saved.hidden, b * config.out_channels * n * act
     start = {"working": 2 * output + b * 2 * w * n * act}  # output, its gradient, G's gradient
-    gathered = root * act if fsdp else 0  # without FSDP the parameters are the rank's own
-    ahead = block * act if fsdp and world > 1 else 0
+    held = fsdp and split  # every block stays gathered: none computes or is fetched ahead alone
+    gathered = (params if held else root) * act if fsdp else 0  # else the rank's own
+    computes = block * act if fsdp and not held else 0
+    ahead = computes if world > 1 else 0
     gradients = FLOAT * (-(-params // world) if fsdp else params)  # the last step's
     backward = {"unsharded": gathered + ahead, "gradients": FLOAT * root if fsdp else 0}
-    in_block = backward | {"unsharded": backward["unsharded"] + (block * act if fsdp else 0)}
+    in_block = backward | {"unsharded": backward["unsharded"] + computes}
     if not saved.recompute:  # no checkpointing
         last = 0 if saved.view else hidden
         return {

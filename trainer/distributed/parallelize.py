@@ -93,7 +93,8 @@ def parallelize(
     """Apply the parallel dims to ``model`` in place, in a fixed order: the sharded transform
     behind each spectral layer's seam (when the domain group has more than one rank), then FSDP2
     on every Fourier block and on the root, over all ranks or the dp groups (``dims.shard``; bf16
-    parameters with fp32 reductions on GPU). Activation checkpointing is the model's own switch
+    parameters with fp32 reductions on GPU; with domain ranks a block's gathered parameters live
+    from its forward pass to its backward). Activation checkpointing is the model's own switch
     (``model.checkpointing``). With ``dims.shard == "none"`` the model is returned as it is on
     one rank and wrapped in DDP on more (its ``module`` is ``model``)."""
     if dims.shard == "none":
@@ -120,8 +121,12 @@ def parallelize(
         # (replicate, shard) = (domain, dp): a domain group's ranks are consecutive
         ranks = torch.arange(dims.world_size).reshape(dims.dp, dims.domain.size).T
         kwargs["mesh"] = DeviceMesh(device.type, ranks, mesh_dim_names=("domain", "dp"))
+    # a split sample keeps each block's parameters gathered from its forward pass to its
+    # backward: one all-gather per block and step instead of two (the checkpointed recomputation
+    # and the backward reuse it), for all the parameters whole per rank at the backward's start
+    reshard = dims.domain.size == 1
     for block in model.blocks:
-        fully_shard(block, **kwargs)
+        fully_shard(block, reshard_after_forward=reshard, **kwargs)
     fully_shard(model, **kwargs)
     if dims.domain.size > 1:
         for module in (*model.blocks, model):
