@@ -1,6 +1,7 @@
 """The neural operator: stored reference outputs, shape checks, resolution invariance, mode
 growth and activation checkpointing."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -21,9 +22,10 @@ CONFIG = OperatorConfig(
 )
 
 
-def reference_case() -> tuple[LadderOperator, torch.Tensor, torch.Tensor]:
+def reference_case(output: str = "change") -> tuple[LadderOperator, torch.Tensor, torch.Tensor]:
+    """The stored reference's model (its ``change`` output) and inputs."""
     torch.manual_seed(0)
-    model = LadderOperator(CONFIG)
+    model = LadderOperator(dataclasses.replace(CONFIG, output=output))
     x = torch.randn(2, 5, 4, 9, 7, 1)
     return model, x, torch.tensor([0, 1])
 
@@ -38,11 +40,33 @@ def test_output_matches_stored_reference():
     assert y.square().sum().item() == pytest.approx(ref["square_sum"], rel=1e-5)
 
 
-def test_initial_state_is_kept_exactly():
-    model, x, family = reference_case()
+@pytest.mark.parametrize("output", ["state", "change"])
+def test_initial_state_is_kept_exactly(output):
+    model, x, family = reference_case(output)
     with torch.no_grad():
         y = model(x, family)
-    torch.testing.assert_close(y[:, :, 0], x[:, :2, 0])
+    torch.testing.assert_close(y[:, :, 0], x[:, :2, 0], rtol=0, atol=0)
+
+
+def test_state_output_is_the_network_output_after_t0():
+    """Same weights: ``state`` after ``t = 0`` is ``N``, ``change`` is ``u(0) + τ N``."""
+    model, x, family = reference_case("change")
+    state = LadderOperator(CONFIG)
+    state.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        change, y = model(x, family), state(x, family)
+    tau = torch.linspace(0, 1, x.shape[2])[1:, None, None, None]
+    torch.testing.assert_close(y[:, :, 1:], (change - x[:, :2])[:, :, 1:] / tau)
+    assert not torch.allclose(y[:, :, 1:], change[:, :, 1:])
+
+
+def test_config_output_defaults_and_checks():
+    assert CONFIG.output == "state"
+    old = {k: v for k, v in CONFIG.to_json().items() if k != "output"}
+    assert OperatorConfig.from_json(old).output == "change"  # written before the field
+    assert OperatorConfig.from_json(CONFIG.to_json()) == CONFIG
+    with pytest.raises(ValueError, match="output must be one of"):
+        dataclasses.replace(CONFIG, output="delta")
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,13 @@ slot mask, parameters broadcast as channels); the model appends the coordinates 
 itself, so it works on any grid. Families share one network through fixed channel slots and a
 learned family embedding.
 
-The trajectory is predicted as ``u(t) = u(0) + τ(t) · N(inputs)`` with ``τ = t / t_end`` in
-``[0, 1]``: the initial condition is met exactly, and the network learns the change.
+The trajectory is predicted as ``u(0)`` at ``t = 0`` (met exactly) and the network's output
+``N(inputs)`` itself after it (``output="state"``, the default), or as the change
+``u(t) = u(0) + τ(t) · N(inputs)`` with ``τ = t / t_end`` in ``[0, 1]`` (``output="change"``, the
+parametrisation of checkpoints written before the choice existed). The state form learns the
+decaying and moving families (Burgers, advection–diffusion) in far fewer steps: ``τ N`` has to
+cancel ``u(0)`` where a trajectory decays within its first snapshot (docs/trainer.md,
+"Training recipe").
 """
 
 from dataclasses import asdict, dataclass
@@ -21,6 +26,8 @@ from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.offload import offloaded
 from pdeladder.trainer.distributed.slab import Slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
+
+OUTPUTS = ("state", "change")
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,8 @@ class OperatorConfig:
         families: size of the family embedding table.
         padding: fraction of each non-singleton axis appended as zeros before the spectral
             blocks (the problems are not periodic), cropped after them.
+        output: ``"state"`` (``u(0)`` at ``t = 0``, ``N`` after it) or ``"change"``
+            (``u(0) + τ N``); see the module docstring.
     """
 
     in_channels: int
@@ -45,13 +54,19 @@ class OperatorConfig:
     modes: tuple[int, int, int, int] = (8, 8, 8, 1)
     families: int = 1
     padding: float = 0.25
+    output: str = "state"
+
+    def __post_init__(self):
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
 
     def to_json(self) -> dict:
         return {**asdict(self), "modes": list(self.modes)}
 
     @classmethod
     def from_json(cls, data: dict) -> "OperatorConfig":
-        return cls(**{**data, "modes": tuple(data["modes"])})
+        # a checkpoint written before ``output`` existed predicted the change
+        return cls(**{"output": "change", **data, "modes": tuple(data["modes"])})
 
 
 class Pointwise(nn.Module):
@@ -160,9 +175,12 @@ class LadderOperator(nn.Module):
         with offloaded(self.offload if stage is checkpointed else "none", x.device):
             for block in self.blocks:  # each keeps only its input h, which may be offloaded
                 h = stage(block, h, padded)
-        change = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
+        out = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
         tau = coords[:, :1]  # (B, 1, T, X, Y, Z), t / t_end; 1 for steady problems
-        return x[:, : cfg.out_channels] + tau * change
+        initial = x[:, : cfg.out_channels]
+        if cfg.output == "change":
+            return initial + tau * out
+        return torch.where(tau == 0, initial, out)
 
     def lifted(
         self, x: torch.Tensor, coords: torch.Tensor, family: torch.Tensor, padded: Slab
