@@ -21,11 +21,11 @@ def test_a_stage_trains_on_the_groups_it_replays(tiny) -> None:
     s2 = spec.stage("s2")
     layout = build_layout(spec, url, [s2])
     cfg = stage_config(spec, s2, layout, url, None, **OPTIONS)
-    assert cfg["paths"] == ["s2/heat/1d_n33_t6", "s1/heat/1d_n17_t6"]
-    assert [u["grid"]["resolution"] for u in cfg["unsolved"]] == [33]  # draws: its own groups
+    assert cfg.paths == ("s2/heat/1d_n33_t6", "s1/heat/1d_n17_t6")
+    assert [u.grid.resolution for u in cfg.unsolved] == [33]  # draws: its own groups
 
     store = open_store(url)
-    both = family_stats(store.group(p) for p in cfg["paths"])["heat"]["u"]
+    both = family_stats(store.group(p) for p in cfg.paths)["heat"]["u"]
     own = family_stats([store.group("s2/heat/1d_n33_t6")])["heat"]["u"]
     slot = layout.slots.index("u")
     stats = (layout.stats["heat"]["mean"][slot], layout.stats["heat"]["std"][slot])
@@ -36,4 +36,4 @@ def test_without_replay_a_stage_trains_on_its_own_groups(tiny) -> None:
     spec, url, _ = tiny
     s2 = spec.stage("s2")
     cfg = stage_config(spec, s2, build_layout(spec, url, [s2]), url, None, **OPTIONS)
-    assert cfg["paths"] == ["s2/heat/1d_n33_t6"]
+    assert cfg.paths == ("s2/heat/1d_n33_t6",)

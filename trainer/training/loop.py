@@ -33,7 +33,6 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
-from pdeladder.solvers.grid import Grid
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab
@@ -41,27 +40,27 @@ from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
-from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.models.operator import LadderOperator
+from pdeladder.trainer.training.config import ResidualPhase, StageConfig
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
 from pdeladder.trainer.training.timing import PhaseClock
-from pdeladder.trainer.training.unsolved import UnsolvedSpec, draw_unsolved, solver_seeds
+from pdeladder.trainer.training.unsolved import draw_unsolved, solver_seeds
 from pdeladder.trainer.training.validation import held_out_sums
 
 STATE_FILE = "state.json"
 
 
-def build_model(cfg: dict[str, Any]) -> LadderOperator:
+def build_model(cfg: StageConfig) -> LadderOperator:
     """The stage's model: fresh, or the warm start's weights with modes grown to the stage's."""
-    config = OperatorConfig.from_json(cfg["model"])
-    if not cfg.get("warm_start"):
-        return LadderOperator(config)
-    model, _ = load_model(cfg["warm_start"])
-    if model.config.modes != config.modes:
+    if cfg.warm_start is None:
+        return LadderOperator(cfg.model)
+    model, _ = load_model(cfg.warm_start)
+    if model.config.modes != cfg.model.modes:
         for block in model.blocks:
-            block.spectral.grow_modes(config.modes)
-        model.config = config
+            block.spectral.grow_modes(cfg.model.modes)
+        model.config = cfg.model
     return model
 
 
@@ -115,18 +114,16 @@ class UnsolvedPool:
     """The self-improvement pool: ``samples`` unsolved draws per stage group, made once per rank
     (identically on every rank), and batches picked from it as a function of the step."""
 
-    def __init__(self, cfg: dict[str, Any], layout: SlotLayout):
-        si = cfg["self_improvement"]
-        taken = solver_seeds(cfg["store_url"], cfg["paths"])
-        self.pools = []
-        for k, raw in enumerate(cfg["unsolved"]):
-            spec = UnsolvedSpec(raw["family"], Grid(**raw["grid"]), raw["ranges"])
-            draws = [
-                draw_unsolved(layout, spec, 1, seed=[cfg["seed"], k, i], taken=taken)
-                for i in range(si["samples"])
+    def __init__(self, cfg: StageConfig):
+        taken = solver_seeds(cfg.store_url, list(cfg.paths))
+        self.pools = [
+            [
+                draw_unsolved(cfg.layout, spec, 1, seed=[cfg.seed, k, i], taken=taken)
+                for i in range(cfg.self_improvement.samples)
             ]
-            self.pools.append(draws)
-        self.batch_size, self.seed = cfg["batch_size"], cfg["seed"]
+            for k, spec in enumerate(cfg.unsolved)
+        ]
+        self.batch_size, self.seed = cfg.batch_size, cfg.seed
 
     def batch(self, step: int, rank: int) -> dict[str, Any]:
         """The batch of data-parallel group ``rank`` at ``step``."""
@@ -171,7 +168,7 @@ def step_losses(
     unsolved: dict[str, Any] | None,
     layout: SlotLayout,
     weights: LossWeights,
-    si: dict[str, Any] | None,
+    si: ResidualPhase | None,
     domain: DomainGroup | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor], torch.Tensor]:
     """One step's ``(loss, data loss, equation loss, residual per family, inputs)``: supervised
@@ -195,7 +192,7 @@ def step_losses(
     ux, ufam = processor.inputs(unsolved)
     upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
     eq_loss, per_family = equation_loss(upred, unsolved, layout, slab=uslab, domain=domain)
-    loss = si["residual_weight"] * eq_loss + si["data_anchor_weight"] * data_loss
+    loss = si.residual_weight * eq_loss + si.data_anchor_weight * data_loss
     return loss, data_loss, eq_loss, per_family, x
 
 
@@ -214,8 +211,9 @@ def peak_memory(device: torch.device) -> dict[str, float]:
     return out
 
 
-def train_loop_per_worker(cfg: dict[str, Any]) -> None:
-    """Ray Train entry point; ``cfg`` is built by :func:`pdeladder.trainer.training.run.stage_config`."""
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    """Ray Train entry point; ``config``: ``{"stage": StageConfig, "metrics_queue": queue}``,
+    the queue (a ``ray.util.queue.Queue`` or None) receiving rank 0's metrics at every log."""
     import ray.train
     import ray.train.torch
 
@@ -223,37 +221,35 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
     clock = PhaseClock(device)
-    padding = OperatorConfig.from_json(cfg["model"]).padding  # the slabs cut the padded grid
-    dims = ParallelDims.of(
-        world, DomainLayout(x=cfg["domain_ranks"], padding=padding), cfg["shard"]
-    )
+    cfg: StageConfig = config["stage"]
+    padding = cfg.model.padding  # the slabs cut the padded grid
+    dims = ParallelDims.of(world, DomainLayout(x=cfg.domain_ranks, padding=padding), cfg.shard)
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
     dp_rank = dims.dp_rank(rank)
-    torch.manual_seed(cfg["seed"])
-    layout = SlotLayout.from_json(cfg["layout"])
+    torch.manual_seed(cfg.seed)
+    layout = cfg.layout
     operator = build_model(cfg).to(device)
     check_same_weights(operator)
-    operator.checkpointing, operator.offload = cfg["activation_checkpointing"], cfg["offload"]
+    operator.checkpointing, operator.offload = cfg.activation_checkpointing, cfg.offload
     model = parallelize(operator, dims, domain, device)  # operator itself, or a wrapper of it
     local = sum(getattr(p, "to_local", lambda p=p: p)().numel() for p in model.parameters())
     sharded_fraction = local / sum(p.numel() for p in model.parameters())
-    optimizer = adamw(model.parameters(), cfg["lr"]["initial"])
+    optimizer = adamw(model.parameters(), cfg.learning_rate["initial"])
     processor = DataProcessor(layout, device)
     catalog = Catalog.build(
-        cfg["store_url"], groups=cfg["paths"], layout=layout, held_out=cfg["held_out"]
+        cfg.store_url, groups=list(cfg.paths), layout=layout, held_out=cfg.held_out
     )
     data = StoreDataset(
         catalog,
-        batch_size=cfg["batch_size"],
-        seed=cfg["seed"],
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
         rank=dp_rank,
         world_size=dims.dp,
         domain=domain,
         normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
-    weights = LossWeights(**cfg["weights"])
-    si = cfg.get("self_improvement")
-    supervised, total = cfg["steps"], cfg["steps"] + (si["steps"] if si else 0)
+    si = cfg.self_improvement
+    supervised, total = cfg.steps, cfg.total_steps
 
     step, resumed_from, scores = 0, 0, {}
     checkpoint = ray.train.get_checkpoint()
@@ -264,10 +260,10 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         scores = state.get("scores", {})
     pids = [None] * world
     dist.all_gather_object(pids, os.getpid())
-    pool = UnsolvedPool(cfg, layout) if si else None
+    pool = UnsolvedPool(cfg) if si else None
     batches = data.batches(step)
 
-    queue = cfg.get("metrics_queue")
+    queue = config.get("metrics_queue")
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     model.train()
     clock.started()
@@ -275,7 +271,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         if step == supervised and si and "before" not in scores:
             with clock("evaluation"):
                 scores["before"] = _held_out(model, processor, data, domain)
-        lr = learning_rate(step, total, cfg["lr"])
+        lr = learning_rate(step, total, cfg.learning_rate)
         for group in optimizer.param_groups:
             group["lr"] = lr
         with clock("data"):
@@ -285,7 +281,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         with clock("compute"):
             loss, data_loss, eq_loss, per_family, x = step_losses(
                 model, processor, batch, unsolved if step >= supervised else None,
-                layout, weights, si, domain,
+                layout, cfg.weights, si, domain,
             )  # fmt: skip
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -297,7 +293,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         steps_since += 1
 
         last = step == total
-        if not (step % cfg["log_every"] == 0 or last or step % cfg["checkpoint_every"] == 0):
+        checkpointing = step % cfg.checkpoint_every == 0 or last
+        if not (checkpointing or step % cfg.log_every == 0):
             continue
         with clock("reporting"):
             loss_v, data_v, eq_v = _all_mean(
@@ -308,7 +305,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             dist.all_gather_object(peaks, peak_memory(device))
             sent = sum(domain.sent.values()) if domain is not None else 0
             metrics = {
-                "stage": cfg["stage"],
+                "stage": cfg.stage,
                 "step": step,
                 "total_steps": total,
                 "phase": "supervised" if step <= supervised else "self_improvement",
@@ -338,23 +335,21 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 metrics |= {f"{k}_{when}": v for k, v in values.items()}
         metrics |= clock.metrics()
         if rank == 0 and queue is not None:
-            queue.put(metrics)
-        if step % cfg["checkpoint_every"] == 0 or last:
+            with clock("reporting"):  # counted in the next metrics
+                queue.put(metrics)
+        if checkpointing:  # only with a checkpoint: each report waits on Ray Train's controller
             with clock("checkpoint"), tempfile.TemporaryDirectory() as folder:
                 state = {
-                    "stage": cfg["stage"],
+                    "stage": cfg.stage,
                     "step": step,
                     "model": operator.config.to_json(),
                     "model_class": LadderOperator.name,
                     "layout": layout.to_json(),
-                    "paths": cfg["paths"],
+                    "paths": list(cfg.paths),
                     "scores": scores,
                     "metrics": metrics,
                 }
                 save_training_state(folder, model, optimizer, state)
                 ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
-        else:
-            with clock("reporting"):
-                ray.train.report(metrics)
         t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     batches.close()  # waits for the reads still in flight

@@ -27,11 +27,14 @@ from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
 from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for, shard_for
 from pdeladder.trainer.layers.spectral import modes_for
+from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.config import ResidualPhase, StageConfig, warm_started
 from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.metrics_log import MetricsLog
 from pdeladder.trainer.training.timing import record_timing, stage_timing
+from pdeladder.trainer.training.unsolved import UnsolvedSpec
 
 
 @dataclass
@@ -99,75 +102,64 @@ def stage_config(
     workers: int,
     domain_ranks: int | str | None = None,
     parallel: str = "auto",
-) -> dict[str, Any]:
-    """The JSON-able configuration of one stage's training loop; ``domain_ranks`` overrides the
-    stage's ``training.domain_ranks`` (checked against ``workers`` and the stage's grids);
-    ``parallel`` (``auto``, ``ddp``, ``fsdp``) how the parameters are held
+) -> StageConfig:
+    """One stage's training configuration; ``domain_ranks`` overrides the stage's
+    ``training.domain_ranks`` (checked against ``workers`` and the stage's grids); ``parallel``
+    (``auto``, ``ddp``, ``fsdp``) how the parameters are held
     (:func:`~pdeladder.trainer.distributed.choose.shard_for`)."""
     tr = stage.training
     dim = max(d for s in spec.stages for e in s.families for d in e.dims)
-    model = OperatorConfig(
-        in_channels=layout.in_channels,
-        out_channels=len(layout.slots),
-        width=spec.model.width,
-        layers=spec.model.layers,
-        modes=modes_for(tr.modes or spec.model.modes, dim),
-        families=len(layout.families),
+    model = warm_started(
+        OperatorConfig(
+            in_channels=layout.in_channels,
+            out_channels=len(layout.slots),
+            width=spec.model.width,
+            layers=spec.model.layers,
+            modes=modes_for(tr.modes or spec.model.modes, dim),
+            families=len(layout.families),
+        ),
+        warm_start,
     )
-    if warm_start is not None:  # modes only grow; width and layers come from the warm start
-        old = OperatorConfig.from_json(read_model_json(warm_start)["args"])
-        model = OperatorConfig(
-            **{
-                **old.to_json(),
-                "modes": tuple(max(a, b) for a, b in zip(old.modes, model.modes, strict=True)),
-            }
-        )
+    checkpointing = activation_checkpointing or tr.offload != "none"
     sizing = StageSizing(
         workers=workers,
         grids=[(g.snapshots, *g.shape) for _, g in stage.groups()],
         config=model,
         channels=len(layout.slots),
         batch=tr.batch_size,
-        checkpointing=activation_checkpointing or tr.offload != "none",
+        checkpointing=checkpointing,
         budget_gb=tr.memory_budget_gb,
     )
     ranks = domain_ranks_for(domain_ranks if domain_ranks is not None else tr.domain_ranks, sizing)
-    si = tr.self_improvement
-    unsolved = [
-        {
-            "family": e.family,
-            "grid": {
-                "dim": g.dim,
-                "resolution": g.resolution,
-                "snapshots": g.snapshots,
-                "t_end": g.t_end,
-            },
-            "ranges": {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()},
-        }
-        for e, g in stage.groups()
-    ]
-    return {
-        "stage": stage.name,
-        "model": model.to_json(),
-        "layout": layout.to_json(),
-        "warm_start": str(warm_start) if warm_start else None,
-        "store_url": store_url,
-        "paths": training_paths(spec, stage, store_url),
-        "steps": tr.steps,
-        "batch_size": tr.batch_size,
-        "lr": tr.learning_rate.model_dump(),
-        "weights": {"data": tr.loss.data, "equation": tr.loss.residual, "h1": tr.loss.h1},
-        "self_improvement": si.model_dump() if si else None,
-        "unsolved": unsolved,
-        "seed": spec.seed,
-        "held_out": held_out,
-        "checkpoint_every": checkpoint_every,
-        "log_every": log_every,
-        "activation_checkpointing": activation_checkpointing or tr.offload != "none",
-        "offload": tr.offload,
-        "domain_ranks": ranks,
-        "shard": shard_for(parallel, ranks, sizing),
-    }
+    return StageConfig(
+        stage=stage.name,
+        model=model,
+        layout=layout,
+        warm_start=warm_start,
+        store_url=store_url,
+        paths=tuple(training_paths(spec, stage, store_url)),
+        steps=tr.steps,
+        batch_size=tr.batch_size,
+        learning_rate=tr.learning_rate.model_dump(),
+        weights=LossWeights(data=tr.loss.data, equation=tr.loss.residual, h1=tr.loss.h1),
+        self_improvement=(
+            ResidualPhase(**tr.self_improvement.model_dump()) if tr.self_improvement else None
+        ),
+        unsolved=tuple(
+            UnsolvedSpec(
+                e.family, g, {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()}
+            )
+            for e, g in stage.groups()
+        ),
+        seed=spec.seed,
+        held_out=held_out,
+        checkpoint_every=checkpoint_every,
+        log_every=log_every,
+        activation_checkpointing=checkpointing,
+        offload=tr.offload,
+        domain_ranks=ranks,
+        shard=shard_for(parallel, ranks, sizing),
+    )
 
 
 def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
@@ -271,10 +263,9 @@ def train_curriculum(
         for stage in chosen:
             cfg = stage_config(spec, stage, layout, store_url, warm, **options)
             queue = Queue(actor_options={"num_cpus": 0})
-            cfg["metrics_queue"] = queue
             trainer = TorchTrainer(
                 train_loop_per_worker,
-                train_loop_config=cfg,
+                train_loop_config={"stage": cfg, "metrics_queue": queue},
                 scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
                 run_config=RunConfig(
                     name=f"{spec.name}-{stage.name}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -283,9 +274,8 @@ def train_curriculum(
                     checkpoint_config=CheckpointConfig(num_to_keep=2),
                 ),
             )
-            total = cfg["steps"] + (cfg["self_improvement"] or {}).get("steps", 0)
             t_stage = time.perf_counter()
-            with log.stage(stage.name, total, progress) as sink:
+            with log.stage(stage.name, cfg.total_steps, progress) as sink:
                 stop = threading.Event()
 
                 def drain(queue=queue, sink=sink, stop=stop) -> None:

@@ -1,0 +1,52 @@
+"""A stage's configuration: what a Ray Train worker receives (pickled by Ray) equals what the
+driver built, needs nothing of the curriculum's modules (which load MPI), and a warm start only
+grows the Fourier modes."""
+
+import subprocess
+import sys
+
+from ray import cloudpickle
+
+from pdeladder.trainer.models.checkpoint import save_model
+from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.run import build_layout, stage_config
+
+OPTIONS = dict(
+    checkpoint_every=3, log_every=1, activation_checkpointing=False, held_out=0.1, workers=1
+)
+
+#: Unpickles a stage configuration from stdin in a fresh interpreter, as a worker does, and
+#: prints the modules of ours and MPI's that loading it imported.
+WORKER = """
+import pickle, sys
+cfg = pickle.load(sys.stdin.buffer)
+print(cfg.stage, cfg.total_steps, cfg.self_improvement.samples)
+print(sorted(m for m in sys.modules if m.startswith(("pdeladder.curriculum", "mpi4py"))))
+"""
+
+
+def test_a_stage_config_survives_pickling_without_the_curriculum(tiny) -> None:
+    spec, url, _ = tiny
+    s1 = spec.stage("s1")
+    cfg = stage_config(spec, s1, build_layout(spec, url, [s1]), url, None, **OPTIONS)
+    assert cfg.total_steps == 8 + 4 and cfg.self_improvement.residual_weight == 1.0
+    data = cloudpickle.dumps(cfg)
+    assert cloudpickle.loads(data) == cfg
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER], input=data, capture_output=True, check=True
+    ).stdout.decode()
+    assert out.splitlines() == ["s1 12 4", "[]"]
+
+
+def test_a_warm_start_keeps_its_width_and_grows_its_modes(tiny, tmp_path) -> None:
+    spec, url, _ = tiny
+    s2 = spec.stage("s2")  # modes 4 where the curriculum's model has 3; width 8, 2 layers
+    layout = build_layout(spec, url, [s2])
+    old = OperatorConfig(
+        layout.in_channels, len(layout.slots), width=6, layers=3, modes=(5, 2, 1, 1)
+    )
+    warm = save_model(LadderOperator(old), tmp_path / "warm", {})
+    fresh = stage_config(spec, s2, layout, url, None, **OPTIONS).model
+    grown = stage_config(spec, s2, layout, url, warm, **OPTIONS).model
+    assert (fresh.width, fresh.layers, fresh.modes) == (8, 2, (4, 4, 1, 1))
+    assert (grown.width, grown.layers, grown.modes) == (6, 3, (5, 4, 1, 1))
