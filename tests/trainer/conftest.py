@@ -162,6 +162,7 @@ def save_operator(
         layers=2,
         modes=(3, 3, 1, 1),
         families=len(layout.families),
+        output="change",  # u(0) + τ N: a zero projection is persistence
     )
     model = LadderOperator(config)
     if persistence:
