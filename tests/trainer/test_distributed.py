@@ -54,7 +54,7 @@ def rank_one_dies_at_step_9(run: Path):
     """The training loop with an injected fault: in the first run of stage s1, rank 1 SIGKILLs
     itself as it reports the checkpoint of step 9, once the controller has registered that of
     step 6. Rank 0 waits for it in the same report, so no later checkpoint is ever registered by
-    that run."""
+    that run. A report without a checkpoint fails the run."""
 
     from ray import cloudpickle
 
@@ -67,6 +67,8 @@ def rank_one_dies_at_step_9(run: Path):
         report = ray.train.report
 
         def report_or_die(metrics: dict, **kwargs) -> None:
+            # every report waits on the controller's poll: it is made with checkpoints only
+            assert kwargs.get("checkpoint") is not None, f"step {metrics['step']}: no checkpoint"
             first_run_step = (metrics["stage"], metrics["step"], metrics["resumed_from"])
             if first_run_step == ("s1", 9, 0) and ray.train.get_context().get_world_rank() == 1:
                 deadline = time.monotonic() + 300
