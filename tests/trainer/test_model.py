@@ -13,6 +13,7 @@ from pdeladder.errors import UserInputError
 from pdeladder.trainer.layers import SpectralConv, kept_indices
 from pdeladder.trainer.layers.spectral import ModeSelection
 from pdeladder.trainer.models import LadderOperator, OperatorConfig, load_model
+from pdeladder.trainer.models.operator import GAIN_STEP
 
 from .conftest import run_ranks
 
@@ -48,15 +49,23 @@ def test_initial_state_is_kept_exactly(output):
     torch.testing.assert_close(y[:, :, 0], x[:, :2, 0], rtol=0, atol=0)
 
 
-def test_state_output_is_the_network_output_after_t0():
-    """Same weights: ``state`` after ``t = 0`` is ``N``, ``change`` is ``u(0) + τ N``."""
+def test_state_output_is_the_gain_times_u0_plus_the_network_output_after_t0():
+    """Same weights: ``change`` is ``u(0) + τ N``; ``state`` after ``t = 0`` is ``N`` at its
+    initial gain 0, and ``g u(0) + N`` with the gain ``g`` of each sample's family and slot."""
     model, x, family = reference_case("change")
     state = LadderOperator(CONFIG)
-    state.load_state_dict(model.state_dict())
+    state.load_state_dict({**model.state_dict(), "gain": state.gain.detach()})
     with torch.no_grad():
         change, y = model(x, family), state(x, family)
+        gain = torch.tensor([[0.5, -1.0], [2.0, 0.25]])  # (families, slots)
+        state.gain.copy_(gain / GAIN_STEP)
+        gained = state(x, family)
     tau = torch.linspace(0, 1, x.shape[2])[1:, None, None, None]
-    torch.testing.assert_close(y[:, :, 1:], (change - x[:, :2])[:, :, 1:] / tau)
+    n = (change - x[:, :2])[:, :, 1:] / tau
+    torch.testing.assert_close(y[:, :, 1:], n)
+    g = gain[family][:, :, None, None, None, None]
+    torch.testing.assert_close(gained[:, :, 1:], g * x[:, :2, 1:] + n)
+    torch.testing.assert_close(gained[:, :, 0], x[:, :2, 0], rtol=0, atol=0)
     assert not torch.allclose(y[:, :, 1:], change[:, :, 1:])
 
 
@@ -214,7 +223,7 @@ def test_sharded_checkpointed_model_gives_the_unsharded_gradients(tmp_path):
     projection are recomputed in the backward pass, with the root's parameters) against one
     plain process."""
     out = run_ranks(["-c", SHARDED_RANK], 2, tmp_path, json.dumps(CONFIG.to_json()))
-    model, x, family = reference_case()
+    model, x, family = reference_case(CONFIG.output)
     model(x, family).square().mean().backward()
     plain = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(torch.load(out, weights_only=True), plain)
@@ -251,7 +260,7 @@ def test_replicated_model_gives_the_unsharded_step_and_checkpoint(tmp_path):
     from pdeladder.trainer.training.run import export_model
 
     out = run_ranks(["-c", REPLICATED_RANK], 2, tmp_path, json.dumps(CONFIG.to_json()))
-    model, x, family = reference_case()
+    model, x, family = reference_case(CONFIG.output)
     optimizer = adamw(model.parameters(), 1e-2)
     model(x, family).square().mean().backward()
     plain = torch.cat([p.grad.flatten() for p in model.parameters()])

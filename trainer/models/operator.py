@@ -7,13 +7,15 @@ slot mask, parameters broadcast as channels); the model appends the coordinates 
 itself, so it works on any grid. Families share one network through fixed channel slots and a
 learned family embedding.
 
-The trajectory is predicted as ``u(0)`` at ``t = 0`` (met exactly) and the network's output
-``N(inputs)`` itself after it (``output="state"``, the default), or as the change
+The trajectory is predicted as ``u(0)`` at ``t = 0`` (met exactly) and ``g u(0) + N(inputs)``
+after it (``output="state"``, the default; ``g`` a learnt gain per family and output slot that
+starts at 0, so the network predicts the state itself), or as the change
 ``u(t) = u(0) + τ(t) · N(inputs)`` with ``τ = t / t_end`` in ``[0, 1]`` (``output="change"``, the
 parametrisation of checkpoints written before the choice existed). The state form learns the
 decaying and moving families (Burgers, advection–diffusion) in far fewer steps: ``τ N`` has to
-cancel ``u(0)`` where a trajectory decays within its first snapshot (docs/trainer.md,
-"Training recipe").
+cancel ``u(0)`` where a trajectory decays within its first snapshot, while the gain lets a family
+whose state stays near ``u(0)`` (heat) keep it without carrying it through the network
+(docs/trainer.md, "Training recipe").
 """
 
 from dataclasses import asdict, dataclass
@@ -28,6 +30,10 @@ from pdeladder.trainer.distributed.slab import Slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
 
 OUTPUTS = ("state", "change")
+# The gain ``g`` is ``GAIN_STEP`` times its parameter: under Adam, whose steps are about the
+# learning rate whatever a parameter's scale, one scalar per family and slot then moves ten
+# times as fast as the network's weights and reaches ``g ≈ 1`` within a stage where that fits.
+GAIN_STEP = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class OperatorConfig:
         families: size of the family embedding table.
         padding: fraction of each non-singleton axis appended as zeros before the spectral
             blocks (the problems are not periodic), cropped after them.
-        output: ``"state"`` (``u(0)`` at ``t = 0``, ``N`` after it) or ``"change"``
+        output: ``"state"`` (``u(0)`` at ``t = 0``, ``g u(0) + N`` after it) or ``"change"``
             (``u(0) + τ N``); see the module docstring.
     """
 
@@ -138,6 +144,8 @@ class LadderOperator(nn.Module):
         self.project = nn.Sequential(
             Pointwise(width, 2 * width), nn.GELU(), Pointwise(2 * width, config.out_channels)
         )
+        if config.output == "state":  # (families, out_channels): g / GAIN_STEP, from g = 0
+            self.gain = nn.Parameter(torch.zeros(config.families, config.out_channels))
         self.checkpointing = False
         self.offload = "none"
 
@@ -180,7 +188,8 @@ class LadderOperator(nn.Module):
         initial = x[:, : cfg.out_channels]
         if cfg.output == "change":
             return initial + tau * out
-        return torch.where(tau == 0, initial, out)
+        gain = GAIN_STEP * self.gain[family][:, :, None, None, None, None]  # (B, out, 1, ..)
+        return torch.where(tau == 0, initial, gain * initial + out)
 
     def lifted(
         self, x: torch.Tensor, coords: torch.Tensor, family: torch.Tensor, padded: Slab
