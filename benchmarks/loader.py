@@ -12,7 +12,7 @@ write goes into a new folder, removed after its timing.
    - pdeladder: iterating :class:`StoreDataset` (its prefetch threads read each sample's
      chunk through the store straight into the batch array and check its CRC-32C; masks and
      parameters are collated beside it); normalised: ``StoreDataset(normalise=True)``, whose
-     threads also normalise each sample (the trainer's :meth:`DataProcessor.normalise`) right
+     threads also normalise each sample (the layout's :meth:`Normaliser.normalise`) right
      after reading it, and each batch's ``DataProcessor.normalised``, as training on the CPU
      does (on a GPU the processor normalises on the device); beside it the same normalisation
      in the consumer's thread (``StoreDataset`` then ``DataProcessor.normalised``); default

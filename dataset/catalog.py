@@ -1,5 +1,5 @@
 """What a loader reads: the ok samples of chosen groups, split per group into training and
-held-out samples, and the :class:`~pdeladder.trainer.training.layout.SlotLayout` their batches
+held-out samples, and the :class:`~pdeladder.dataset.slots.SlotLayout` their batches
 are laid out in.
 
 A :class:`Catalog` is built once from a store's small arrays (status, checksums, moments,
@@ -15,11 +15,11 @@ import numpy as np
 
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.layout import SlotLayout
 
 
 def split(ok: np.ndarray, held_out: float) -> tuple[np.ndarray, np.ndarray]:

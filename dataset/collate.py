@@ -20,10 +20,10 @@ import torch
 
 from pdeladder.dataset.catalog import Catalog, SampleRef
 from pdeladder.dataset.chunks import read_threads
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.layout import SlotLayout
 
 Item = tuple[SampleRef, np.ndarray]  # a sample and its fields, float32 (T, C_group, X, Y, Z)
 Planned = tuple[str, np.ndarray]  # a batch to read: group path, ascending sample indices
@@ -255,7 +255,7 @@ def batch_dict(
 ) -> dict[str, Any]:
     """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
     ``(B, T, C, X, Y, Z)``, already in ``layout``'s slots, and ``params`` ``(B, P_f)`` with
-    their :meth:`~pdeladder.trainer.training.layout.SlotLayout.normalise_params`, of samples
+    their :meth:`~pdeladder.dataset.slots.SlotLayout.normalise_params`, of samples
     ``index`` of ``group`` (None and -1 for samples not from a store); with ``normalised``
     (``fields`` normalised, same shape) under that key too."""
     fam = get_family(family)

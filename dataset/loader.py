@@ -41,10 +41,9 @@ With ``normalise=True`` a batch also holds
     normalised  float32 (B, T, C, X, Y, Z)  ``fields`` normalised (0 where absent)
 
 made in the reader threads, each job's samples right after their read, so that the consumer
-does not pay that pass. Normalisation is the data processor's either way
-(:meth:`~pdeladder.trainer.training.processor.DataProcessor.normalise`, with the layout's
-statistics: the store's moments, :func:`~pdeladder.dataset.moments.family_stats`); its
-``normalised`` takes the loader's where the batch holds it.
+does not pay that pass. Either way one :class:`~pdeladder.dataset.slots.Normaliser` normalises
+(the layout's statistics: the store's moments, :func:`~pdeladder.dataset.moments.family_stats`):
+the trainer's data processor takes the loader's ``normalised`` where the batch holds it.
 
 Training reads batches by step (:meth:`StoreDataset.batch`, :meth:`StoreDataset.batches`), so
 a resumed run sees exactly the batches it would have seen. As an ``IterableDataset`` it yields
@@ -80,9 +79,9 @@ from pdeladder.dataset.collate import (
     slots,
 )
 from pdeladder.dataset.group import Group, read_samples
+from pdeladder.dataset.slots import Normaliser
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.processor import DataProcessor
 
 if TYPE_CHECKING:
     from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -150,7 +149,7 @@ class StoreDataset(IterableDataset):
         self.world_size = world_size or (dist.get_world_size() if initialised else 1)
         self.domain = domain if domain is not None and domain.size > 1 else None
         self.epoch = 0
-        self.processor = DataProcessor(self.catalog.layout) if normalise else None
+        self.normaliser = Normaliser(self.catalog.layout) if normalise else None
         self._plans: dict[int, list[Planned]] = {}
         self._reader: _Reader | None = None
 
@@ -218,7 +217,7 @@ class StoreDataset(IterableDataset):
                 shape = (len(indices), *self._sample_shape(reader.groups[path]))
                 # fresh: files read into fresh arrays faster than into recycled ones (measured)
                 fields = new_fields(layout, entry.family, entry.grid.dim, shape)
-                norm = None if self.processor is None else reader.normalised.take(fields.shape)
+                norm = None if self.normaliser is None else reader.normalised.take(fields.shape)
                 step = max(1, -(-JOB_BYTES // (4 * max(1, math.prod(shape[1:])))))
                 yield from ((path, indices, fields, norm, range(b, min(b + step, len(indices))))
                             for b in range(0, len(indices), step))  # fmt: skip
@@ -267,7 +266,7 @@ class StoreDataset(IterableDataset):
         path, _, fields, norm, run = job
         if norm is not None:  # while the samples' values are still in the cache
             family, present = reader.roles[path]
-            self.processor.normalise(
+            self.normaliser.normalise(
                 torch.from_numpy(fields[run.start : run.stop]),
                 family.expand(len(run)),
                 present.expand(len(run), -1),

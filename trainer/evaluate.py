@@ -39,12 +39,12 @@ import torch
 
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows, predict_store
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, sample_scores
 

@@ -33,6 +33,7 @@ import torch.distributed as dist
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.format import FAILED, MISSING, MUTABLE_ATTRS, OK, group_metadata, slabs
 from pdeladder.dataset.group import Group, read_samples
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.solvers.family import Sample, SolveStats
@@ -41,7 +42,6 @@ from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab
 from pdeladder.trainer.models.checkpoint import load_model
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
 

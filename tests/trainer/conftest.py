@@ -16,13 +16,13 @@ import torch
 from pdeladder.curriculum.loader import parse_curriculum
 from pdeladder.curriculum.plan import plan_stage
 from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.models.checkpoint import save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.layout import SlotLayout
 
 CURRICULUM = """
 name: tiny

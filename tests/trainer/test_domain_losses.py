@@ -22,7 +22,7 @@ from pdeladder.trainer.distributed.halo import extended, with_halo
 from pdeladder.trainer.distributed.slab import DomainLayout, bounds
 from pdeladder.trainer.losses import equation_loss, relative_errors, relative_loss
 from pdeladder.dataset.collate import make_batch
-from pdeladder.trainer.training.layout import SlotLayout
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.training.validation import sample_scores
 
 rank, world, init, out, plan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.losses import relative_errors, relative_loss, trapezoid_weights
 from pdeladder.trainer.losses.equation import equation_loss
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 
 

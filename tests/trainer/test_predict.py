@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
 from pdeladder.solvers.family import Sample, SolveStats
@@ -24,7 +25,6 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import predict_store
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
 

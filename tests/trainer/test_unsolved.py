@@ -6,8 +6,8 @@ from mpi4py import MPI  # noqa: F401  (before DOLFINx)
 import numpy as np
 import pytest
 
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.unsolved import (
     UnsolvedSpec,
     draw_unsolved,

@@ -27,13 +27,13 @@ from typing import Any
 
 import torch
 
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
 from pdeladder.trainer.distributed.halo import extended
 from pdeladder.trainer.distributed.slab import Slab
-from pdeladder.trainer.training.layout import SlotLayout
 
 #: Tensor dimension of each split axis in the residual's ``(b, T, C, X, Y, Z)`` layout.
 FIELD_DIMS = {"t": 1, "x": 3}

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import read_model_json
 from pdeladder.trainer.models.operator import OperatorConfig
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.unsolved import UnsolvedSpec
 
 

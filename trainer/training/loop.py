@@ -33,6 +33,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainLayout, Slab
@@ -42,7 +43,6 @@ from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
 from pdeladder.trainer.training.timing import PhaseClock

@@ -22,6 +22,7 @@ from typing import Any
 
 from pdeladder.dataset.format import group_path
 from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
@@ -31,7 +32,6 @@ from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig, warm_started
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.metrics_log import MetricsLog
 from pdeladder.trainer.training.timing import record_timing, stage_timing
 from pdeladder.trainer.training.unsolved import UnsolvedSpec

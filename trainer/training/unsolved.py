@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.training.layout import SlotLayout
 
 
 @dataclass(frozen=True)

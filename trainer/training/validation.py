@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses.data import relative_errors
 from pdeladder.trainer.losses.equation import family_views, relative_residual
-from pdeladder.trainer.training.layout import SlotLayout
 from pdeladder.trainer.training.processor import DataProcessor
 
 

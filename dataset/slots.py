@@ -8,7 +8,8 @@ fill the first ``P_f`` of ``n_params`` slots in the family's order. Fields are n
 admissible range (log-scaled where it spans more than a decade).
 
 The layout is JSON (stored in every checkpoint), so a model is used with the exact normalisation
-it was trained with.
+it was trained with. :class:`Normaliser` applies its field statistics to batches: the loader's
+reader threads and the trainer's data processor use the same one.
 """
 
 import math
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.family import Family
@@ -112,3 +114,46 @@ class SlotLayout:
                 v, lo, hi = np.log(v), math.log(lo), math.log(hi)
             out[:, j] = 2 * (v - lo) / (hi - lo) - 1
         return out
+
+
+class Normaliser:
+    """A layout's field statistics as tensors ``(families, C_slots)`` on ``device``, applied to
+    batches in both directions."""
+
+    # Both directions work on views with the grid points flattened: on the CPU, broadcasting
+    # per-(sample, channel) statistics over six axes with trailing singletons is about 20x
+    # slower than over four (measured with torch 2.9, one thread), the same values.
+
+    def __init__(self, layout: SlotLayout, device: torch.device | str = "cpu"):
+        n = len(layout.families)
+        stats = [layout.stats[f] for f in layout.families]
+        self.mean = torch.tensor([s["mean"] for s in stats], device=device).reshape(n, -1)
+        self.std = torch.tensor([s["std"] for s in stats], device=device).reshape(n, -1)
+
+    def stats(self, family: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """Mean and std of each sample's family, ``(B, C)`` viewed as ``shape``."""
+        return self.mean[family].view(shape), self.std[family].view(shape)
+
+    def normalise(
+        self,
+        fields: torch.Tensor,
+        family: torch.Tensor,
+        present: torch.Tensor,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Physical ``fields`` ``(B, T, C, X, Y, Z)`` of samples of ``family`` ``(B,)`` with slots
+        ``present`` ``(B, C)`` normalised, same layout (into ``out``, contiguous, when given);
+        absent slots hold zeros and stay 0."""
+        b, t, c, *space = fields.shape
+        per = (b, 1, c, 1)
+        mean, std = self.stats(family, per)
+        mean = mean * present.view(per)
+        flat = fields.reshape(b, t, c, math.prod(space))
+        dest = None if out is None else out.view(flat.shape)
+        return torch.sub(flat, mean, out=dest).div_(std).view(fields.shape)
+
+    def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
+        """Normalised ``(B, C, T, X, Y, Z)`` (model layout) → physical units, same layout."""
+        b, c, *rest = pred.shape
+        mean, std = self.stats(family, (b, c, 1))
+        return (pred.reshape(b, c, math.prod(rest)) * std + mean).view(pred.shape)
