@@ -80,7 +80,7 @@ def allocated_peak_mb(step, trace: str) -> float:
 
 
 def rank_main(
-    rank: int, world: int, init: str, out: str, size: int, steps: int, shard: str
+    rank: int, world_size: int, init: str, out: str, size: int, steps: int, shard: str
 ) -> None:
     """One rank: ``steps`` training steps on its slab; writes its figures to ``out.rank``."""
     import torch.distributed as dist
@@ -92,11 +92,13 @@ def rank_main(
     from pdeladder.trainer.training.loop import adamw
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     cfg = config()
-    shard = "none" if world == 1 else shard  # one worker: parameters whole, as training holds them
-    dims = ParallelDims.of(world, DomainLayout(x=world, padding=cfg.padding), shard)
-    domain = dims.build("cpu")[1] if world > 1 else None
+    shard = (
+        "none" if world_size == 1 else shard
+    )  # one worker: parameters whole, as training holds them
+    dims = ParallelDims.of(world_size, DomainLayout(x=world_size, padding=cfg.padding), shard)
+    domain = dims.build("cpu")[1] if world_size > 1 else None
     torch.manual_seed(0)
     model = LadderOperator(cfg)
     model.checkpointing = True
@@ -147,7 +149,7 @@ def rank_main(
         "cpu_s": sorted(cpu[1:])[len(cpu[1:]) // 2],
         "threads": torch.get_num_threads(),
         "forward_bytes": sent,
-        "formula_bytes": 8 * 1 * WIDTH * m * LAYERS if world > 1 else 0,
+        "formula_bytes": 8 * 1 * WIDTH * m * LAYERS if world_size > 1 else 0,
     }
     Path(f"{out}.{rank}").write_text(json.dumps(result))
     dist.barrier()

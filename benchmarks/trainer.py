@@ -79,7 +79,7 @@ QUICKSTART = OperatorConfig(
 QUICKSTART_BATCH = (8, 11, 33, 33, 1)
 
 
-def rank_step(rank: int, world: int, init: str, shard: str, steps: int, out) -> None:
+def rank_step(rank: int, world_size: int, init: str, shard: str, steps: int, out) -> None:
     """One rank of the data-parallel timing: ``out.put((wall, cpu))`` seconds a step (rank 0)."""
     import torch.distributed as dist
 
@@ -88,12 +88,12 @@ def rank_step(rank: int, world: int, init: str, shard: str, steps: int, out) -> 
     from pdeladder.trainer.training.loop import adamw
 
     torch.set_num_threads(1)
-    if world > 1:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    if world_size > 1:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     torch.manual_seed(0)
     model = LadderOperator(QUICKSTART)
-    if world > 1:
-        dims = ParallelDims.of(world, DomainLayout(), shard)
+    if world_size > 1:
+        dims = ParallelDims.of(world_size, DomainLayout(), shard)
         model = parallelize(model, dims, None, torch.device("cpu"))
     b, t, *space = QUICKSTART_BATCH
     x = torch.randn(b, QUICKSTART.in_channels, t, *space)
@@ -107,20 +107,20 @@ def rank_step(rank: int, world: int, init: str, shard: str, steps: int, out) -> 
     wall = step_time(model, lambda: (x, fam), target, steps, make_opt)
     if rank == 0:
         out.put((wall, (time.process_time() - cpu) / steps))
-    if world > 1:
+    if world_size > 1:
         dist.destroy_process_group()
 
 
-def data_parallel(world: int, steps: int, folder: str) -> None:
-    """Print the ``world``-rank step (DDP, FSDP2) against one process's, same per-rank batch."""
+def data_parallel(world_size: int, steps: int, folder: str) -> None:
+    """Print the ``world_size``-rank step (DDP, FSDP2) against one process's, same per-rank batch."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     times = {}
     for name, n, shard in (
         ("one process", 1, "none"),
-        ("DDP", world, "none"),
-        ("FSDP2", world, "all"),
+        ("DDP", world_size, "none"),
+        ("FSDP2", world_size, "all"),
     ):
         out, init = ctx.Queue(), f"file://{folder}/rendezvous-{name.replace(' ', '-')}"
         procs = [
@@ -136,7 +136,7 @@ def data_parallel(world: int, steps: int, folder: str) -> None:
     for name in ("DDP", "FSDP2"):
         wall, cpu = times[name]
         print(
-            f"{world} workers, {name}: {wall * 1e3:.0f} ms a step = {wall / wall1:.2f}x, "
+            f"{world_size} workers, {name}: {wall * 1e3:.0f} ms a step = {wall / wall1:.2f}x, "
             f"CPU per rank {cpu / cpu1:.2f}x (target <= 1.3x)"
         )
 

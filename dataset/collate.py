@@ -30,14 +30,14 @@ Planned = tuple[str, np.ndarray]  # a batch to read: group path, ascending sampl
 
 
 def epoch_plan(
-    catalog: Catalog, *, batch_size: int, seed: int | None, epoch: int, rank: int, world: int
+    catalog: Catalog, *, batch_size: int, seed: int | None, epoch: int, rank: int, dp: int
 ) -> list[Planned]:
-    """Rank ``rank``'s training batches of ``epoch``, out of ``world`` data-parallel ranks.
+    """Rank ``rank``'s training batches of ``epoch``, out of ``dp`` data-parallel ranks.
 
     Each group's training samples are permuted (seeded by ``(seed, epoch)``) and cut into
     batches of ``batch_size`` (one group per batch); the batches of all groups are permuted
-    together, repeated to a multiple of ``world`` (at least one batch per rank) and batch ``i``
-    goes to rank ``i mod world``, so every rank gets as many. ``seed=None`` keeps store order.
+    together, repeated to a multiple of ``dp`` (at least one batch per rank) and batch ``i``
+    goes to rank ``i mod dp``, so every rank gets as many. ``seed=None`` keeps store order.
     """
     rng = None if seed is None else np.random.default_rng([seed, epoch])
     plan: list[Planned] = []
@@ -48,13 +48,13 @@ def epoch_plan(
         raise UserInputError(f"{catalog.url}: no training samples in groups {list(catalog.groups)}")
     if rng is not None:
         plan = [plan[i] for i in rng.permutation(len(plan))]
-    per_rank = max(1, len(plan) // world)
-    plan = (plan * math.ceil(per_rank * world / len(plan)))[: per_rank * world]
-    return [(path, np.sort(idx)) for path, idx in plan[rank::world]]
+    per_rank = max(1, len(plan) // dp)
+    plan = (plan * math.ceil(per_rank * dp / len(plan)))[: per_rank * dp]
+    return [(path, np.sort(idx)) for path, idx in plan[rank::dp]]
 
 
 def held_out_plan(
-    catalog: Catalog, *, batch_size: int, rank: int, world: int
+    catalog: Catalog, *, batch_size: int, rank: int, dp: int
 ) -> list[tuple[Planned, float]]:
     """Rank ``rank``'s share of the held-out batches, as (batch, weight) pairs. Every rank
     gets the same number (FSDP runs collectives in each forward): ranks short of batches
@@ -66,9 +66,9 @@ def held_out_plan(
     ]
     if not plan:
         return []
-    mine = plan[rank::world]
+    mine = plan[rank::dp]
     filler = mine[0] if mine else plan[0]
-    return [(p, 1.0) for p in mine] + [(filler, 0.0)] * (math.ceil(len(plan) / world) - len(mine))
+    return [(p, 1.0) for p in mine] + [(filler, 0.0)] * (math.ceil(len(plan) / dp) - len(mine))
 
 
 def prefetched[Job, Result](

@@ -4,7 +4,7 @@ samples are read (training, held-out scores, evaluation, benchmarks).
 Pipeline: catalog (ok samples split per group into training and held-out; status, checksums,
 params and the slot layout read once) → plan the batches (a pure function of the epoch,
 :func:`~pdeladder.dataset.collate.epoch_plan`: one group per batch, batch ``i`` of an epoch to
-data-parallel rank ``i mod world``) → per sample (a job: one large sample, or several small
+data-parallel rank ``i mod dp``) → per sample (a job: one large sample, or several small
 ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch`` batches' samples
 ahead (as many threads as cores for a local store, one per read up to 16 for a remote one):
 read it straight into its slot of the batch array where that slot is contiguous, else into an
@@ -108,8 +108,8 @@ class StoreDataset(IterableDataset):
         groups: glob patterns of group paths to read (``["stage1/*"]``) when ``source`` is a
             URL; all if None.
         seed: shuffle seed; None reads in store order.
-        rank, world_size: this data-parallel rank's share; default from ``torch.distributed``
-            if initialised, else 0 and 1.
+        rank, dp: this data-parallel rank and the number of data-parallel ranks; default from
+            ``torch.distributed`` if initialised, else 0 and 1.
         prefetch: batches read ahead in background threads; 0 reads each batch in the
             consumer's thread when it is asked for (like a DataLoader with ``num_workers=0``):
             on machines where waking a thread costs more than reading a small batch (a
@@ -129,7 +129,7 @@ class StoreDataset(IterableDataset):
         groups: list[str] | None = None,
         seed: int | None = 0,
         rank: int | None = None,
-        world_size: int | None = None,
+        dp: int | None = None,
         prefetch: int = PREFETCH_BATCHES,
         domain: "DomainGroup | None" = None,
         normalise: bool = False,
@@ -146,7 +146,7 @@ class StoreDataset(IterableDataset):
         self.batch_size, self.seed, self.prefetch = batch_size, seed, prefetch
         initialised = dist.is_available() and dist.is_initialized()
         self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
-        self.world_size = world_size or (dist.get_world_size() if initialised else 1)
+        self.dp = dp or (dist.get_world_size() if initialised else 1)
         self.domain = domain if domain is not None and domain.size > 1 else None
         self.epoch = 0
         self.normaliser = Normaliser(self.catalog.layout) if normalise else None
@@ -169,7 +169,7 @@ class StoreDataset(IterableDataset):
                     seed=self.seed,
                     epoch=epoch,
                     rank=self.rank,
-                    world=self.world_size,
+                    dp=self.dp,
                 )
             }
         return self._plans[epoch]
@@ -195,9 +195,7 @@ class StoreDataset(IterableDataset):
     def held_out(self) -> list[tuple[dict[str, Any], float]]:
         """This rank's share of the held-out batches, as (batch, weight) pairs
         (:func:`~pdeladder.dataset.collate.held_out_plan`)."""
-        plan = held_out_plan(
-            self.catalog, batch_size=self.batch_size, rank=self.rank, world=self.world_size
-        )
+        plan = held_out_plan(self.catalog, batch_size=self.batch_size, rank=self.rank, dp=self.dp)
         batches = self._stream([p for p, _ in plan], ahead=True)
         return [(b, w) for b, (_, w) in zip(batches, plan, strict=True)]
 

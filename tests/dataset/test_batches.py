@@ -1,5 +1,5 @@
 """The trainer's batches from the loader: a pure function of the step (a resumed run reads
-what an uninterrupted one would have), batch i of an epoch on data-parallel rank i mod world,
+what an uninterrupted one would have), batch i of an epoch on data-parallel rank i mod dp,
 one group per batch, the per-group held-out split, and x slabs read by domain ranks."""
 
 import itertools
@@ -60,14 +60,14 @@ def test_a_resumed_run_reads_the_batches_of_an_uninterrupted_one(store):
 
 def test_batch_i_of_an_epoch_goes_to_rank_i_mod_world(store):
     whole = StoreDataset(store, batch_size=2, seed=3)
-    for world in (2, 3):
+    for world_size in (2, 3):
         for epoch in (0, 1):
             full = [(p, idx.tolist()) for p, idx in whole.plan(epoch)]
-            per_rank = len(full) // world
-            for rank in range(world):
-                ds = StoreDataset(store, batch_size=2, seed=3, rank=rank, world_size=world)
+            per_rank = len(full) // world_size
+            for rank in range(world_size):
+                ds = StoreDataset(store, batch_size=2, seed=3, rank=rank, dp=world_size)
                 mine = [(p, idx.tolist()) for p, idx in ds.plan(epoch)]
-                assert mine == full[rank::world][:per_rank]  # the same count on every rank
+                assert mine == full[rank::world_size][:per_rank]  # the same count on every rank
     for batch in itertools.islice(whole.batches(0), 7):  # one group (one grid) per batch
         assert batch["fields"].shape[3] == (9 if batch["group"].endswith("n9_t3") else 17)
 
@@ -80,7 +80,7 @@ def test_held_out_samples_are_each_groups_last_and_never_trained_on(store):
     trained = {(b["group"], i) for b in itertools.islice(ds.batches(0), 20) for i in b["index"]}
     held = {(p, int(i)) for p, e in catalog.groups.items() for i in e.test}
     assert trained and not trained & held
-    shares = [StoreDataset(catalog, batch_size=2, rank=r, world_size=2).held_out() for r in (0, 1)]
+    shares = [StoreDataset(catalog, batch_size=2, rank=r, dp=2).held_out() for r in (0, 1)]
     assert [len(s) for s in shares] == [2, 2]  # 3 batches: rank 1 repeats one, weight 0
     assert [w for s in shares for _, w in s] == [1.0, 1.0, 1.0, 0.0]
     counted = {(b["group"], int(i)) for s in shares for b, w in s if w for i in b["index"]}

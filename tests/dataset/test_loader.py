@@ -95,12 +95,12 @@ def test_batches_restore_the_stored_samples(mixed_store):
 def test_shards_are_disjoint_and_even(mixed_store):
     url, data = mixed_store
     catalog = Catalog.build(url)
-    ranks = [list(StoreDataset(catalog, batch_size=2, rank=r, world_size=2)) for r in (0, 1)]
+    ranks = [list(StoreDataset(catalog, batch_size=2, rank=r, dp=2)) for r in (0, 1)]
     seen = [set(_seen(b)) for b in ranks]
     assert not seen[0] & seen[1]
     assert len(ranks[0]) == len(ranks[1])  # equal batch counts keep DDP ranks in step
     assert len(seen[0] | seen[1]) >= len(data) - 2  # at most world_size - 1 left out per bucket
-    again = StoreDataset(catalog, batch_size=2, rank=0, world_size=2)
+    again = StoreDataset(catalog, batch_size=2, rank=0, dp=2)
     assert _seen(again) == _seen(ranks[0])  # deterministic
     again.set_epoch(1)
     assert _seen(again) != _seen(ranks[0])  # reshuffled per epoch

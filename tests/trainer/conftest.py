@@ -173,18 +173,18 @@ def save_operator(
     return save_model(model, folder, metadata)
 
 
-def run_ranks(script: list[str], world: int, folder: Path, *extra: str) -> Path:
-    """Run ``world`` processes ``python *script RANK WORLD INIT OUT *extra`` that join one gloo
+def run_ranks(script: list[str], world_size: int, folder: Path, *extra: str) -> Path:
+    """Run ``world_size`` processes ``python *script RANK WORLD INIT OUT *extra`` that join one gloo
     group through a file rendezvous in ``folder``; fail the test with their stderr unless every
     one exits 0. Returns ``OUT`` (``folder/results``), where the ranks write what they found."""
     out, init = folder / "results", f"file://{folder / 'rendezvous'}"
     ranks = [
         subprocess.Popen(
-            [sys.executable, *script, str(r), str(world), init, str(out), *extra],
+            [sys.executable, *script, str(r), str(world_size), init, str(out), *extra],
             stderr=subprocess.PIPE,
             text=True,
         )
-        for r in range(world)
+        for r in range(world_size)
     ]
     errors = [p.communicate(timeout=600)[1] for p in ranks]
     assert all(p.returncode == 0 for p in ranks), "\n".join(e[-3000:] for e in errors)

@@ -131,9 +131,9 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
 
 
 def check_step(name, grid, modes, ranks, shard, meshes):
-    world = dist.get_world_size()
-    dims = ParallelDims.of(world, DomainLayout(*ranks, padding=0.25), shard)
-    domain = meshes(ParallelDims.of(world, dims.domain))
+    world_size = dist.get_world_size()
+    dims = ParallelDims.of(world_size, DomainLayout(*ranks, padding=0.25), shard)
+    domain = meshes(ParallelDims.of(world_size, dims.domain))
     x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
     torch.manual_seed(4)
     plain = LadderOperator(config(modes, 0.25))
@@ -210,12 +210,15 @@ def check_losses_on_two_point_slabs(meshes) -> dict:
 
 
 def check_resume_on_another_mesh(folder: str, meshes) -> dict:
-    """A training state saved on a ``dp = world`` mesh (FSDP2 only) loads into a
-    ``dp = 1 × domain = world`` mesh: the same parameters and optimizer state."""
-    world = dist.get_world_size()
+    """A training state saved on a ``dp = world_size`` mesh (FSDP2 only) loads into a
+    ``dp = 1 × domain = world_size`` mesh: the same parameters and optimizer state."""
+    world_size = dist.get_world_size()
     grid, modes = (5, 13, 6, 1), (2, 3, 2, 1)
     states = []
-    for dims in (ParallelDims(world), ParallelDims.of(world, DomainLayout(x=world, padding=0.25))):
+    for dims in (
+        ParallelDims(world_size),
+        ParallelDims.of(world_size, DomainLayout(x=world_size, padding=0.25)),
+    ):
         torch.manual_seed(5 if not states else 6)  # different weights before the load
         model = LadderOperator(config(modes, 0.25))
         model = parallelize(model, dims, meshes(dims) if dims.domain.size > 1 else None, CPU)
@@ -242,8 +245,8 @@ def check_resume_on_another_mesh(folder: str, meshes) -> dict:
 
 
 def main() -> None:
-    rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    rank, world_size, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     built = {}
 
     def meshes(dims):  # one mesh per layout: building one creates process groups
@@ -251,11 +254,11 @@ def main() -> None:
             built[dims] = dims.build("cpu")[1]
         return built[dims]
 
-    results = {c[0]: check_case(*c, meshes) for c in CASES[world]}
-    results |= {c[0]: check_step(*c, meshes) for c in STEPS[world]}
-    if world == 4:
+    results = {c[0]: check_case(*c, meshes) for c in CASES[world_size]}
+    results |= {c[0]: check_step(*c, meshes) for c in STEPS[world_size]}
+    if world_size == 4:
         results["losses, two-point slabs"] = check_losses_on_two_point_slabs(meshes)
-    if world == 2:
+    if world_size == 2:
         results["resume on another mesh"] = check_resume_on_another_mesh(
             str(Path(out).with_name("state")), meshes
         )

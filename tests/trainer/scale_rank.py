@@ -148,9 +148,9 @@ def sent(dims, domain) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    dims = ParallelDims.of(world, DomainLayout(x=world, padding=0.25))
+    rank, world_size, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    dims = ParallelDims.of(world_size, DomainLayout(x=world_size, padding=0.25))
     domain = dims.build("cpu")[1]
     results = {
         "sent": sent(dims, domain),

@@ -25,8 +25,8 @@ from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.training.validation import sample_scores
 
-rank, world, init, out, plan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+rank, world_size, init, out, plan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
 torch.set_num_threads(1)
 families = [get_family(n) for n in family_names()]
 results = {}
@@ -149,7 +149,7 @@ def check_family(name, domain, fam, dim, snapshots, resolution, scores):
 
 groups = {}
 for members, *_ in json.loads(plan):  # every rank creates every group, in the same order
-    if tuple(members) not in groups and len(members) < world:
+    if tuple(members) not in groups and len(members) < world_size:
         groups[tuple(members)] = dist.new_group(members)
 for members, t, x, snapshots, resolution in json.loads(plan):
     if rank not in members:

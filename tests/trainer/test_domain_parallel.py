@@ -17,11 +17,11 @@ from .conftest import run_ranks
 RANK = Path(__file__).with_name("domain_parallel_rank.py")
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_sharded_model_equals_unsharded(tmp_path, world):
-    out = run_ranks([str(RANK)], world, tmp_path)
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_sharded_model_equals_unsharded(tmp_path, world_size):
+    out = run_ranks([str(RANK)], world_size, tmp_path)
     results = json.loads(out.read_text())
-    assert len(results) == {2: 9, 4: 11}[world]
+    assert len(results) == {2: 9, 4: 11}[world_size]
     for case, values in results.items():
         for quantity, value in values.items():
             if quantity.endswith("forward_bytes"):

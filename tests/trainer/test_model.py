@@ -203,8 +203,8 @@ SHARDED_RANK = """
 import sys, torch, torch.distributed as dist
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-rank, world, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+rank, world_size, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
 torch.manual_seed(0)  # as reference_case()
 model = LadderOperator(OperatorConfig.from_json(__import__("json").loads(config)))
 x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
@@ -235,8 +235,8 @@ from pdeladder.trainer.models import LadderOperator, OperatorConfig
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainLayout
 from pdeladder.trainer.training.loop import adamw, save_training_state
-rank, world, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+rank, world_size, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
 torch.manual_seed(0)  # as reference_case()
 operator = LadderOperator(OperatorConfig.from_json(json.loads(config)))
 x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])

@@ -118,46 +118,48 @@ def test_saved_activations_are_counted_exactly(grid, modes, width, batch, k):
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """``measured(world)``: each rank's ``scale_rank.py`` results on ``world`` gloo processes
-    (run once per world)."""
+    """``measured(world_size)``: each rank's ``scale_rank.py`` results on ``world_size`` gloo processes
+    (run once per world size)."""
     runs = {}
 
-    def get(world: int) -> list[dict]:
-        if world not in runs:
-            out = run_ranks([str(RANK)], world, tmp_path_factory.mktemp(f"ranks{world}"))
-            runs[world] = [json.loads(Path(f"{out}.{i}").read_text()) for i in range(world)]
-        return runs[world]
+    def get(world_size: int) -> list[dict]:
+        if world_size not in runs:
+            out = run_ranks([str(RANK)], world_size, tmp_path_factory.mktemp(f"ranks{world_size}"))
+            runs[world_size] = [
+                json.loads(Path(f"{out}.{i}").read_text()) for i in range(world_size)
+            ]
+        return runs[world_size]
 
     return get
 
 
-@pytest.mark.parametrize("world", [1, 2])
-def test_domain_bytes_equal_the_counted_ones(measured, world):
-    for index, results in enumerate(measured(world)):
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_domain_bytes_equal_the_counted_ones(measured, world_size):
+    for index, results in enumerate(measured(world_size)):
         for name, sample, modes, batch, checkpointing, loss in CASES:
             run = Run(
                 rank_config(modes),
                 sample,
                 batch=batch,
-                ranks=world,
-                domain=world,
+                ranks=world_size,
+                domain=world_size,
                 checkpointing=checkpointing,
                 loss=loss,
             )
             predicted = domain_sent(run, index)
             got = {kind: results["sent"][name].get(kind, 0) for kind in predicted}
             assert got == predicted, (name, index)
-            if world > 1:
+            if world_size > 1:
                 assert predicted["all_reduce"] > 0 and (predicted["halo"] > 0) == (loss == "h1")
 
 
-@pytest.mark.parametrize("world", [1, 2, 4])
-def test_peak_memory_is_predicted_within_15_percent(measured, world):
-    ranks = measured(world)
+@pytest.mark.parametrize("world_size", [1, 2, 4])
+def test_peak_memory_is_predicted_within_15_percent(measured, world_size):
+    ranks = measured(world_size)
     for name, (t, c, x, y, z), modes, width, batch, checkpointing in MEMORY:
-        layout = DomainLayout(x=world, padding=0.25)
+        layout = DomainLayout(x=world_size, padding=0.25)
         cfg = rank_config(modes, width)
-        predicted = peak_bytes(cfg, (t, x, y, z), c, batch, layout, world, checkpointing)
+        predicted = peak_bytes(cfg, (t, x, y, z), c, batch, layout, world_size, checkpointing)
         peak = max(results["memory"][name] for results in ranks)  # the largest rank's
         assert abs(predicted / peak - 1) <= 0.15, (name, predicted / 2**20, peak / 2**20)
     # the measurement sees the activations: checkpointing lowers it

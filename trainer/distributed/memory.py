@@ -5,7 +5,7 @@ here.
 
 Counted in bytes per rank, tensor by tensor from the code (the tensors a step holds, not the
 interpreter, libraries or an allocator's cache): what a step holds throughout (the parameter
-and AdamW shards, float32, sharded by FSDP over the ``world`` ranks; the batch) plus what is
+and AdamW shards, float32, sharded by FSDP over the ``world_size`` ranks; the batch) plus what is
 alive at the moment that sets the peak (:func:`step_moments`): the end of the forward pass, the
 projection's or the last block's backward, or the optimizer step. Its parts are the activations
 kept for the backward pass (:func:`saved_bytes`: what autograd saves, which
@@ -36,6 +36,7 @@ from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 FLOAT = 4
 COMPLEX = 8  # complex64: the transforms run in float32 under every precision
 LONG = 8
+BOOL = 1
 #: Bytes of a parameter (and of the activations) in the compute dtype of each precision.
 PRECISIONS = {"fp32": 4, "bf16": 2}
 
@@ -96,14 +97,14 @@ def saved_bytes(
 
     Per tensor, with ``N``/``P`` the slab's unpadded/padded points, ``M`` the kept modes this
     rank mixes (all of them in one process, ``⌈M/k⌉`` of them on ``k`` domain ranks), ``w`` the
-    width, ``a`` the activation dtype's bytes: the coordinates ``4 N a`` (one grid, broadcast
-    over the batch); the lift's concatenated input, hidden layer and its GELU
+    width, ``a`` the activation dtype's bytes: the output's ``t = 0`` mask ``B N`` (bool; for
+    ``output="change"`` the coordinates ``4 N a``, one grid broadcast over the batch); the lift's concatenated input, hidden layer and its GELU
     ``B N (in + 4 + 4w) a`` and the family ids; per block its input and (all but the last) its
     GELU's input, ``B w P a`` each, the spectral mixing's rows ``2 B w M`` and kept weights
     ``2 w² M`` (float32, index cached); the projection's cropped input (``B w N a``, or
     the last block's whole output ``B w P a`` when the crop is a view of it), its hidden layer and
-    GELU ``B N 4w a``. With checkpointing only each stage's input stays: the coordinates,
-    the family ids and ``layers + 1`` hidden fields ``B w P a``, of which ``offload`` moves the
+    GELU ``B N 4w a``. With checkpointing only each stage's input stays: the coordinates (and
+    the output's mask), the family ids and ``layers + 1`` hidden fields ``B w P a``, of which ``offload`` moves the
     blocks' ``layers`` off the device (tensors under the offload's ``MIN_BYTES`` stay).
     """
     act = PRECISIONS[precision]
@@ -114,6 +115,10 @@ def saved_bytes(
     sel = ModeSelection.of(padded.shape, config.modes)
     m = share_rows(math.prod(sel.block_shape), domain)
     coords, family, hidden = 4 * n * act, LONG * b, b * w * p * act
+    # the output keeps τ (a view of the coordinates) for ``u0 + τ·change``, or the ``t = 0``
+    # mask (bool) for the state form's ``where``, whose coordinates only checkpointing keeps
+    state = config.output == "state"
+    output = BOOL * b * n if state else coords
     lift = b * n * (config.in_channels + 4 + 4 * w) * act + family
     spectral = FLOAT * (2 * b * w * m + 2 * w * w * m)
     # the cropped hidden field flattens to a view of the last block's output when the padding
@@ -123,10 +128,10 @@ def saved_bytes(
     parts = {"hidden": hidden, "spectral": spectral, "project": project, "view": view}
     if not checkpointing:
         blocks = layers * (hidden + spectral) + (layers - 1) * hidden  # inputs, GELUs, mixing
-        kept = coords + lift + blocks + project + (hidden if view else 0)
+        kept = output + lift + blocks + project + (hidden if view else 0)
         return Saved(kept, 0, 0, **parts)
     moved = layers * hidden if offload != "none" and hidden >= MIN_BYTES else 0
-    kept = coords + family + (layers + 1) * hidden - moved
+    kept = coords + (output if state else 0) + family + (layers + 1) * hidden - moved
     return Saved(kept, moved, max(lift, spectral + hidden, project), **parts)
 
 
@@ -171,7 +176,7 @@ def rank_bytes(
     slab: Slab,
     channels: int,
     batch: int,
-    world: int,
+    world_size: int,
     checkpointing: bool,
     *,
     offload: str = "none",
@@ -188,7 +193,7 @@ def rank_bytes(
     holds throughout: the parameter and AdamW shards and the batch (float32): the fields read
     ``(B, T, C, x, Y, Z)``, the model input and the normalised target."""
     params, _ = parameter_count(config)
-    shard = -(-params // world) if fsdp else params
+    shard = -(-params // world_size) if fsdp else params
     saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)
     fields = channels + config.in_channels + config.out_channels
     held = {
@@ -197,7 +202,7 @@ def rank_bytes(
         "data": FLOAT * batch * math.prod(slab.local_shape) * fields,
     }
     moments = step_moments(
-        config, slab, batch, world, saved, precision=precision, fsdp=fsdp, split=domain > 1
+        config, slab, batch, world_size, saved, precision=precision, fsdp=fsdp, split=domain > 1
     )
     adam = {"gradients": FLOAT * shard}  # the trainer's fused AdamW updates in place
     parts = max([*moments.values(), adam], key=lambda m: sum(m.values()))
@@ -210,7 +215,7 @@ def step_moments(
     config: OperatorConfig,
     slab: Slab,
     batch: int,
-    world: int,
+    world_size: int,
     saved: Saved,
     *,
     precision: str = "fp32",
@@ -256,8 +261,8 @@ def step_moments(
     held = fsdp and split  # every block stays gathered: none computes or is fetched ahead alone
     gathered = (params if held else root) * act if fsdp else 0  # else the rank's own
     computes = block * act if fsdp and not held else 0
-    ahead = computes if world > 1 else 0
-    gradients = FLOAT * (-(-params // world) if fsdp else params)  # the last step's
+    ahead = computes if world_size > 1 else 0
+    gradients = FLOAT * (-(-params // world_size) if fsdp else params)  # the last step's
     backward = {"unsharded": gathered + ahead, "gradients": FLOAT * root if fsdp else 0}
     in_block = backward | {"unsharded": backward["unsharded"] + computes}
     if not saved.recompute:  # no checkpointing
@@ -286,7 +291,7 @@ def peak_bytes(
     channels: int,
     batch: int,
     domain: DomainLayout,
-    world: int,
+    world_size: int,
     checkpointing: bool,
     *,
     offload: str = "none",
@@ -295,14 +300,14 @@ def peak_bytes(
 ) -> int:
     """Predicted peak tensor bytes of the largest rank for a sample of ``grid`` ``(T, X, Y, Z)``
     with ``channels`` stored channels, ``batch`` samples per data-parallel group, split over
-    ``domain`` within a run of ``world`` ranks."""
+    ``domain`` within a run of ``world_size`` ranks."""
     return max(
         rank_bytes(
             config,
             slab,
             channels,
             batch,
-            world,
+            world_size,
             checkpointing,
             offload=offload,
             precision=precision,

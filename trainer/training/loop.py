@@ -218,12 +218,12 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     import ray.train.torch
 
     ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    rank, world_size = ctx.get_world_rank(), ctx.get_world_size()
     device = ray.train.torch.get_device()
     clock = PhaseClock(device)
     cfg: StageConfig = config["stage"]
     padding = cfg.model.padding  # the slabs cut the padded grid
-    dims = ParallelDims.of(world, DomainLayout(x=cfg.domain_ranks, padding=padding), cfg.shard)
+    dims = ParallelDims.of(world_size, DomainLayout(x=cfg.domain_ranks, padding=padding), cfg.shard)
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
     dp_rank = dims.dp_rank(rank)
     torch.manual_seed(cfg.seed)
@@ -244,7 +244,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         batch_size=cfg.batch_size,
         seed=cfg.seed,
         rank=dp_rank,
-        world_size=dims.dp,
+        dp=dims.dp,
         domain=domain,
         normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
@@ -258,7 +258,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             state = load_training_state(folder, model, optimizer)
         step = resumed_from = state["step"]
         scores = state.get("scores", {})
-    pids = [None] * world
+    pids = [None] * world_size
     dist.all_gather_object(pids, os.getpid())
     pool = UnsolvedPool(cfg) if si else None
     batches = data.batches(step)
@@ -301,7 +301,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 [float(loss), float(data_loss), float(eq_loss) if eq_loss is not None else 0.0]
             )
             elapsed = time.perf_counter() - t_last
-            peaks = [None] * world
+            peaks = [None] * world_size
             dist.all_gather_object(peaks, peak_memory(device))
             sent = sum(domain.sent.values()) if domain is not None else 0
             metrics = {
