@@ -3,10 +3,13 @@
 - ``ray_local``: pdeladder's local Ray runtime (2 CPUs, on 127.0.0.1), shut down at the end.
 - ``prefect_server``: a real temporary Prefect server with SQLite (``prefect_test_harness``);
   ``PREFECT_API_URL`` points at it for this process and for Ray workers.
+- ``fresh_python``: runs code in a fresh interpreter (``sys.modules`` starts empty).
 """
 
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -36,3 +39,18 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         url = PREFECT_API_URL.value()
         os.environ["PREFECT_API_URL"] = url
         yield url
+
+
+@pytest.fixture
+def fresh_python() -> Callable[[str], list[str]]:
+    """``run(code)``: ``python -c code`` in a fresh interpreter, asserted to exit 0; its stdout
+    lines."""
+
+    def run(code: str) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip().splitlines()
+
+    return run

@@ -2,8 +2,6 @@
 and Ray."""
 
 import gc
-import subprocess
-import sys
 import threading
 from types import SimpleNamespace
 
@@ -211,7 +209,7 @@ def test_ray_data_shards_stream_the_same_batches(ray_local, mixed_store):
             np.testing.assert_array_equal(b["fields"][k][:, mask].numpy(), stored)
 
 
-def test_the_data_layer_loads_no_trainer_module():
+def test_the_data_layer_loads_no_trainer_module(fresh_python):
     """``dataset/`` holds the slot layout and the normaliser that the trainer uses: streaming a
     normalised batch from a store imports nothing of ``pdeladder.trainer`` (fresh interpreter,
     so ``sys.modules`` starts empty)."""
@@ -222,8 +220,4 @@ def test_the_data_layer_loads_no_trainer_module():
         "from pdeladder.dataset.slots import Normaliser, SlotLayout\n"
         "print(sorted(m for m in sys.modules if m.startswith('pdeladder.trainer')))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+    assert fresh_python(code)[-1] == "[]"

@@ -2,9 +2,6 @@
 computes every family's residual (and draws its inputs, where that needs no solve) loads no
 DOLFINx, PETSc, UFL or basix. Run in a fresh interpreter, so ``sys.modules`` starts empty."""
 
-import subprocess
-import sys
-
 CODE = """
 import sys
 import numpy as np
@@ -29,15 +26,11 @@ print("loaded:", ",".join(loaded))
 """
 
 
-def test_residuals_and_inputs_load_no_fem():
-    proc = subprocess.run(
-        [sys.executable, "-c", CODE], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "loaded:", proc.stdout
+def test_residuals_and_inputs_load_no_fem(fresh_python):
+    assert fresh_python(CODE)[-1] == "loaded:"
 
 
-def test_a_solve_loads_the_fem_part_on_first_use():
+def test_a_solve_loads_the_fem_part_on_first_use(fresh_python):
     code = (
         "import sys\n"
         "from pdeladder.solvers import get_family\n"
@@ -46,8 +39,4 @@ def test_a_solve_loads_the_fem_part_on_first_use():
         "s = fam.run(fam.Params(), fam.grid(1, 9, 3), seed=0)\n"
         "print(s.ok, 'dolfinx' in sys.modules, 'pdeladder.solvers.heat.fem' in sys.modules)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["True", "True", "True"], proc.stdout
+    assert fresh_python(code)[-1].split() == ["True", "True", "True"]
