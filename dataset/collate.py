@@ -10,7 +10,7 @@ draws of self-improvement, ``predict``): every batch is the one dict documented 
 import math
 import threading
 import weakref
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from typing import Any
@@ -102,29 +102,6 @@ def prefetched[Job, Result](
         futures.wait([fut for _, fut in window])
 
 
-class ScratchArrays(threading.local):
-    """Float32 arrays that each thread reuses from one batch to the next, to read samples into:
-    memory that is already mapped costs no page faults, and on a busy machine the faults of a
-    fresh multi-megabyte array cost more than reading it from the page cache.
-
-    ``take(shapes)`` returns one array per shape; they stay this thread's until its next call.
-    """
-
-    def __init__(self) -> None:
-        self.pools: dict[tuple[int, ...], list[np.ndarray]] = {}
-
-    def take(self, shapes: Iterable[tuple[int, ...]]) -> list[np.ndarray]:
-        used: Counter[tuple[int, ...]] = Counter()
-        out = []
-        for shape in shapes:
-            pool = self.pools.setdefault(shape, [])
-            if used[shape] == len(pool):
-                pool.append(np.empty(shape, dtype=np.float32))
-            out.append(pool[used[shape]])
-            used[shape] += 1
-        return out
-
-
 def shuffled(items: Iterable[Item], *, size: int, seed: int) -> Iterator[Item]:
     """A seeded shuffle buffer of ``size`` items, for streams that cannot be permuted upfront."""
     rng = np.random.default_rng(seed)
@@ -158,14 +135,20 @@ def slots(layout: SlotLayout, family: str, dim: int) -> slice | list[int]:
     return slice(idx[0], idx[0] + len(idx)) if ranged else idx
 
 
-class BatchArrays:
-    """Float32 batch arrays recycled once the batch holding one is dropped: an array handed
-    out returns to the pool when the last tensor or view of it is gone, so arrays that the CPU
-    writes (the loader's normalised fields) are memory already mapped: the page faults of a
-    fresh array made writing it about 9x slower (64², measured). Up to ``keep`` free arrays of
-    each shape are kept. Thread-safe; an array is never handed out twice while in use."""
+class RecycledArrays:
+    """Float32 arrays recycled once dropped: an array that :meth:`take` hands out returns to
+    the pool when the last tensor or view of it is gone. Memory that the CPU writes is then
+    already mapped: the page faults of a fresh array made writing it about 9x slower (64²,
+    measured), more than reading the same bytes from the page cache on a busy machine.
 
-    def __init__(self, keep: int):
+    One rule for every lifetime: the loader's batches' ``normalised`` arrays live as long as
+    the consumer keeps the batch, a reader thread's scratch arrays (samples whose slot in the
+    batch is not contiguous) until that read returns. Up to ``keep`` free arrays of each shape
+    are kept; ``None`` keeps every one given back, for arrays whose number in use is bounded
+    (the scratch: threads × samples a job). Thread-safe; an array is never handed out twice
+    while in use."""
+
+    def __init__(self, keep: int | None = None):
         self.keep = keep
         self._free: dict[tuple[int, ...], list[np.ndarray]] = {}
         self._lock = threading.Lock()
@@ -184,7 +167,7 @@ class BatchArrays:
     def _give_back(self, base: np.ndarray) -> None:
         with self._lock:
             free = self._free.setdefault(base.shape, [])
-            if len(free) < self.keep:
+            if self.keep is None or len(free) < self.keep:
                 free.append(base)
 
 

@@ -68,9 +68,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.collate import (
-    BatchArrays,
     Planned,
-    ScratchArrays,
+    RecycledArrays,
     batch_dict,
     epoch_plan,
     held_out_plan,
@@ -287,10 +286,8 @@ class StoreDataset(IterableDataset):
         views = [fields[b, :, where] if isinstance(where, slice) else None for b in run]
         dests = [v if v is not None and v.flags.c_contiguous else None for v in views]
         missing = [k for k, d in enumerate(dests) if d is None]
-        for k, array in zip(
-            missing, reader.scratch.take([group.chunks["fields"].shape] * len(missing)), strict=True
-        ):
-            dests[k] = array
+        for k in missing:
+            dests[k] = reader.scratch.take(group.chunks["fields"].shape)
         items = [(group, int(indices[b]), int(entry.checksums[indices[b]])) for b in run]
         read_samples(items, out=dests)
         for k in missing:
@@ -310,9 +307,9 @@ class StoreDataset(IterableDataset):
                 present, _ = layout.roles(get_family(entry.family), entry.grid.dim)
                 family = torch.tensor([layout.family_id(entry.family)])
                 roles[path] = family, torch.from_numpy(present[None])
-            normalised = BatchArrays(keep=2 * self.prefetch + 4)
+            normalised = RecycledArrays(keep=2 * self.prefetch + 4)
             reader = self._reader = _Reader(
-                os.getpid(), depth, groups, pool, ScratchArrays(), normalised, roles
+                os.getpid(), depth, groups, pool, RecycledArrays(), normalised, roles
             )
         return reader
 
@@ -327,6 +324,6 @@ class _Reader:
     depth: int  # jobs read ahead, which sizes the pool
     groups: dict[str, Group]
     pool: ThreadPoolExecutor
-    scratch: ScratchArrays
-    normalised: BatchArrays  # the batches' normalised arrays, recycled
+    scratch: RecycledArrays  # the threads' arrays for samples whose slot is not contiguous
+    normalised: RecycledArrays  # the batches' normalised arrays
     roles: dict[str, tuple[torch.Tensor, torch.Tensor]]  # per group: family (1,), present (1, C)
