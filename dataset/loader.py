@@ -58,7 +58,7 @@ import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -82,9 +82,6 @@ from pdeladder.dataset.slots import Normaliser
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.registry import get_family
 
-if TYPE_CHECKING:
-    from pdeladder.trainer.distributed.collectives import DomainGroup
-
 #: Batches whose samples are read ahead of the consumer. Two keep a consumer that computes
 #: as long as a batch takes to read from waiting; more absorb uneven reads.
 PREFETCH_BATCHES = 3
@@ -95,6 +92,24 @@ JOB_BYTES = 1 << 20
 
 #: group, indices, the batch's fields, its normalised fields (None: not asked for), samples
 Job = tuple[str, np.ndarray, np.ndarray, np.ndarray | None, range]
+
+
+class Box(Protocol):
+    """A rank's slab, the box ``[lo, hi)`` of a global ``(T, X, Y, Z)`` grid."""
+
+    @property
+    def lo(self) -> tuple[int, ...]: ...
+    @property
+    def hi(self) -> tuple[int, ...]: ...
+
+
+class DomainRanks(Protocol):
+    """What the loader needs of the ranks that share each sample (the trainer's domain group
+    is one): how many they are, and this rank's box of a ``(T, X, Y, Z)`` grid."""
+
+    @property
+    def size(self) -> int: ...
+    def slab(self, shape: tuple[int, ...]) -> Box: ...
 
 
 class StoreDataset(IterableDataset):
@@ -114,7 +129,8 @@ class StoreDataset(IterableDataset):
             on machines where waking a thread costs more than reading a small batch (a
             shared 2-core VM), the faster way to read small samples, at the price of no
             reading while the consumer computes.
-        domain: the domain group of this rank (x splits only): read only this rank's slabs.
+        domain: the ranks that share each sample, this one among them (x splits only): read
+            only this rank's slabs.
         normalise: also hand each batch's fields normalised, made in the reader threads (for
             a consumer on the CPU; one on a GPU normalises there, instead of moving twice the
             bytes).
@@ -130,18 +146,24 @@ class StoreDataset(IterableDataset):
         rank: int | None = None,
         dp: int | None = None,
         prefetch: int = PREFETCH_BATCHES,
-        domain: "DomainGroup | None" = None,
+        domain: DomainRanks | None = None,
         normalise: bool = False,
     ):
         if batch_size < 1:
             raise UserInputError(f"batch_size must be positive, got {batch_size}")
         if prefetch < 0:
             raise UserInputError(f"prefetch must be 0 or more, got {prefetch}")
-        if domain is not None and domain.layout.t > 1:
-            raise UserInputError("the loader reads x slabs: a domain layout must not split time")
         self.catalog = (
             source if isinstance(source, Catalog) else Catalog.build(source, groups=groups)
         )
+        if domain is not None:
+            for path, entry in self.catalog.groups.items():
+                T = entry.grid.snapshots
+                slab = domain.slab((T, *entry.grid.shape))
+                if (slab.lo[0], slab.hi[0]) != (0, T):
+                    raise UserInputError(
+                        f"{path}: the loader reads x slabs; the domain splits time"
+                    )
         self.batch_size, self.seed, self.prefetch = batch_size, seed, prefetch
         initialised = dist.is_available() and dist.is_initialized()
         self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
