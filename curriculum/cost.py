@@ -27,7 +27,7 @@ change the ratio (smoother fields compress better): read it as the calibration's
 
 Calibrations are cached in ``<user cache dir>/pdeladder/cost-model.json`` per host, family,
 dimension and DOLFINx version (memory and compression under the same key with ``|memory`` and
-``|compression``); an entry of an older layout is measured again.
+``|compression``); an entry of an older format is measured again.
 """
 
 from mpi4py import MPI
@@ -241,7 +241,7 @@ class CostModel:
             entries = {}
         try:
             return cls(**entries[key])
-        except (KeyError, TypeError):  # not measured yet, or an older layout: measure again
+        except (KeyError, TypeError):  # not measured yet, or an older format: measure again
             pass
         cal = measure()
         try:  # re-read: another process may have cached other entries meanwhile

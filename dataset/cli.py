@@ -57,7 +57,8 @@ def verify(
     url: Url,
     as_json: AsJson = False,
     structure_only: Annotated[
-        bool, typer.Option("--structure-only", help="Check metadata and layout, read no fields.")
+        bool,
+        typer.Option("--structure-only", help="Check metadata and array shapes, read no fields."),
     ] = False,
 ) -> None:
     """Check a store against the format: structure, completeness, checksums, NaN/Inf.
@@ -120,8 +121,8 @@ def plot(
 @app.command()
 def export(
     url: Url,
-    layout: Annotated[
-        str, typer.Option("--format", help="Layout to write: vtk (ParaView), the-well or pdebench.")
+    tool: Annotated[
+        str, typer.Option("--format", help="Format to write: vtk (ParaView), the-well or pdebench.")
     ],
     out: Annotated[Path, typer.Option("--out", help="Folder to write (must be new or empty).")],
     group: Annotated[
@@ -139,14 +140,14 @@ def export(
     ] = 0.1,
     force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
 ) -> None:
-    """Write samples in another tool's layout: a ParaView time series of one sample (vtk:
+    """Write samples in another tool's format: a ParaView time series of one sample (vtk:
     a .pvd of .vti files), one Well dataset per group (the-well: HDF5 per split) or one
-    PDEBench file per group (pdebench: HDF5, its 1D, Darcy or per-sample layout)."""
+    PDEBench file per group (pdebench: HDF5, its 1D, Darcy or per-sample file)."""
     from pdeladder.dataset.export import check_format, check_out
     from pdeladder.dataset.store import open_store
     from pdeladder.errors import UserInputError
 
-    check_format(layout)
+    check_format(tool)
     check_out(out, force)
     store = open_store(url)
     bar = Progress(
@@ -166,7 +167,7 @@ def export(
         return start
 
     try:
-        if layout == "vtk":
+        if tool == "vtk":
             from pdeladder.dataset.export.vtk import export_vtk
 
             if group is None or sample is None:
@@ -175,7 +176,7 @@ def export(
             written = export_vtk(
                 g, sample, out, force=force, progress=progress(f"{group} sample {sample}")
             )
-        elif layout == "the-well":
+        elif tool == "the-well":
             from pdeladder.dataset.export.well import export_well
 
             written = export_well(

@@ -1,7 +1,7 @@
 """The pdeladder store format, version 6, as data.
 
 The store (:mod:`pdeladder.dataset.store`) creates a group with the attributes of
-:func:`group_metadata` and exactly the arrays :func:`layout` lists, and the verifier
+:func:`group_metadata` and exactly the arrays :func:`array_specs` lists, and the verifier
 (:mod:`pdeladder.dataset.verify`) checks exactly them; ``docs/format.md`` shows the same tree,
 annotated. Everything but :func:`group_metadata` (a group's attributes, from its family and
 grid) is derived from a group's attributes, so a reader needs neither DOLFINx nor the
@@ -365,7 +365,7 @@ def identity(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in MUTABLE_ATTRS + STORAGE_ATTRS}
 
 
-def layout(meta: dict[str, Any], n: int) -> list[ArraySpec]:
+def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     """The arrays of a group with attributes ``meta`` holding ``n`` samples, coordinates first."""
     T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
     S = len(SOLVER_STATS)

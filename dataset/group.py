@@ -327,7 +327,7 @@ class Group:
         """Per-sample arrays by name: how one sample's chunks are keyed and encoded."""
         return {
             spec.name: SampleChunks.of(self.node.path, spec)
-            for spec in fmt.layout(self.attrs, 0)
+            for spec in fmt.array_specs(self.attrs, 0)
             if spec.per_sample
         }
 

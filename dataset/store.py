@@ -209,7 +209,7 @@ class Store:
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
         n = 0 if n_samples is None else n_samples
-        specs = fmt.layout(meta, n)
+        specs = fmt.array_specs(meta, n)
 
         async def require_arrays() -> list[zarr.Array]:
             anode = await zarr.api.asynchronous.open_group(

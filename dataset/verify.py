@@ -216,7 +216,7 @@ def group_problems(
     if found:
         return found
     status = None
-    for spec in fmt.layout(group.attrs, group.n_samples if "status" in group.node else 0):
+    for spec in fmt.array_specs(group.attrs, group.n_samples if "status" in group.node else 0):
         found += [Problem(where, "structure", m) for m in check_array(group.node, spec)]
     if not found:
         found += [Problem(where, "structure", m) for m in check_coordinates(group)]
@@ -289,7 +289,7 @@ def summary(group: Group) -> dict[str, Any]:
     """Counts, bytes stored and the compression ratio of ``fields`` for one group."""
     status = group.status()
     ok = int((status == fmt.OK).sum())
-    stored = sum(group.array(spec.name).nbytes_stored() for spec in fmt.layout(group.attrs, 0))
+    stored = sum(group.array(spec.name).nbytes_stored() for spec in fmt.array_specs(group.attrs, 0))
     fields_stored = group.array("fields").nbytes_stored()
     raw = ok * 4 * math.prod(group.sample_shape)
     return {

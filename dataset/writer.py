@@ -313,12 +313,12 @@ class WritableGroup(Group):
                 f"{self.where()}: has a fixed size of {self.attrs['n_samples']}; use write(index)"
             )
         self._check_write(sample)
-        names = [spec.name for spec in fmt.layout(self.attrs, 0) if spec.per_sample]
+        names = [spec.name for spec in fmt.array_specs(self.attrs, 0) if spec.per_sample]
         self._open(*names)
         n = self.n_samples
         resized = [
             self._async(spec.name).resize(spec.shape)
-            for spec in fmt.layout(self.attrs, n + 1)
+            for spec in fmt.array_specs(self.attrs, n + 1)
             if spec.per_sample
         ]
 

@@ -1,4 +1,4 @@
-"""Export of stored samples into other tools' layouts: ParaView (``vtk``: a ``.pvd`` time series
+"""Export of stored samples into other tools' formats: ParaView (``vtk``: a ``.pvd`` time series
 of ``.vti`` image files), The Well (``the-well``: one HDF5 dataset per group) and PDEBench
 (``pdebench``: one HDF5 file per group).
 

@@ -1,6 +1,6 @@
-"""Groups in PDEBench's HDF5 layouts: one file per group, every ok sample in index order,
+"""Groups in PDEBench's HDF5 files: one file per group, every ok sample in index order,
 float32, unit axes dropped (``space`` = the group's ``dim`` axes), named after the group path
-with ``/`` as ``_``. The layout follows what the group holds:
+with ``/`` as ``_``. The file's kind follows what the group holds:
 
 - ``tensor`` (a 1D group of one channel, PDEBench's 1D files): ``OUT/<name>.hdf5`` with
   ``tensor (N, T, X)``, ``x-coordinate (X,)`` and ``t-coordinate (T,)``.
@@ -13,8 +13,9 @@ with ``/`` as ``_``. The layout follows what the group holds:
   channels in the store's order) and ``grid/x`` (``y``, ``z``) and ``grid/t``.
 
 The file holds nothing else (PDEBench's per-sample reader takes every top-level key for a
-sample). What PDEBench's layout has no place for goes to ``OUT/<name>.json``: the group path,
-layout, channel names and roles, and per exported sample its store index, seed and parameters.
+sample). What PDEBench's files have no place for goes to ``OUT/<name>.json``: the group path,
+the file's kind (key ``layout``), channel names and roles, and per exported sample its store
+index, seed and parameters.
 """
 
 import json
@@ -32,7 +33,7 @@ from pdeladder.dataset.store import Store
 AXES = ("x", "y", "z")
 
 
-def layout(group: Group) -> str:
+def file_kind(group: Group) -> str:
     """``tensor``, ``darcy`` or ``per-sample`` (module docstring)."""
     roles = [c.get("role", "output") for c in group.attrs["channels"]]
     if group.grid.snapshots == 1 and sorted(roles) == ["input", "output"]:
@@ -43,7 +44,7 @@ def layout(group: Group) -> str:
 
 
 def file_name(group: Group) -> str:
-    suffix = ".h5" if layout(group) == "per-sample" else ".hdf5"
+    suffix = ".h5" if file_kind(group) == "per-sample" else ".hdf5"
     return group.path.replace("/", "_") + suffix
 
 
@@ -52,7 +53,7 @@ def _coords(group: Group) -> list[np.ndarray]:
 
 
 def _write(f: h5py.File, group: Group, indices: np.ndarray, advance) -> None:
-    grid, dim, kind = group.grid, group.grid.dim, layout(group)
+    grid, dim, kind = group.grid, group.grid.dim, file_kind(group)
     space, T, n = grid.shape[:dim], grid.snapshots, len(indices)
     t = np.asarray(group.array("t")[:], np.float32)
     coords = _coords(group)
@@ -91,7 +92,7 @@ def _sidecar(group: Group, indices: np.ndarray) -> dict[str, Any]:
     params, seeds = group.params(), group.column("seed")
     return {
         "group": group.path,
-        "layout": layout(group),
+        "layout": file_kind(group),
         "channels": [
             {"name": c["name"], "role": c.get("role", "output")} for c in group.attrs["channels"]
         ],
@@ -114,7 +115,7 @@ def export_pdebench(
     force: bool = False,
     progress=None,
 ) -> Path:
-    """Write ``groups`` (default all) of ``store`` in PDEBench's layouts under ``out``; returns
+    """Write ``groups`` (default all) of ``store`` in PDEBench's files under ``out``; returns
     ``out``. ``progress(description)`` gives a :data:`Progress` per group."""
     opened = open_groups(store, groups)
     prepare_out(out, force)

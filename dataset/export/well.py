@@ -60,7 +60,7 @@ def velocity_channels(group: Group) -> list[int]:
     return [] if None in picked else [int(i) for i in picked if i is not None]
 
 
-def fields_layout(group: Group) -> dict[str, Any]:
+def well_fields(group: Group) -> dict[str, Any]:
     """Which channels become which Well fields: ``t0`` (name, channel, time-varying) and ``t1``
     (channels of ``velocity``)."""
     vel = velocity_channels(group)
@@ -97,7 +97,7 @@ def fixed_parameters(group: Group) -> dict[str, float]:
 def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
     grid, dim = group.grid, group.grid.dim
     space, T, n = _space(group), grid.snapshots, len(indices)
-    lay = fields_layout(group)
+    named = well_fields(group)
     names = group.param_names
     params = group.params()[indices] if len(names) else np.zeros((n, 0))
     fixed = fixed_parameters(group)
@@ -138,18 +138,18 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
             ds = s.create_dataset(name, data=params[:, j].astype(np.float32))
             ds.attrs.update(sample_varying=True, time_varying=False)
         t0 = f.create_group("t0_fields")
-        t0.attrs["field_names"] = [name for name, _, _ in lay["t0"]]
+        t0.attrs["field_names"] = [name for name, _, _ in named["t0"]]
         out0 = {}
-        for name, _, varying in lay["t0"]:
+        for name, _, varying in named["t0"]:
             shape = (n, T, *space) if varying else (n, *space)
             out0[name] = t0.create_dataset(name, shape=shape, dtype=np.float32)
             out0[name].attrs.update(
                 dim_varying=[True] * dim, sample_varying=True, time_varying=varying
             )
         t1 = f.create_group("t1_fields")
-        t1.attrs["field_names"] = list(lay["t1"])
+        t1.attrs["field_names"] = list(named["t1"])
         out1 = {}
-        for name in lay["t1"]:
+        for name in named["t1"]:
             out1[name] = t1.create_dataset(name, shape=(n, T, *space, dim), dtype=np.float32)
             out1[name].attrs.update(
                 dim_varying=[True] * dim, sample_varying=True, time_varying=True
@@ -165,9 +165,9 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
         p.create_dataset("seed", data=group.column("seed")[indices])
         for row, i in enumerate(indices):
             u = spatial(group.read(int(i)), dim)  # (T, C, *space): one sample in memory
-            for name, c, varying in lay["t0"]:
+            for name, c, varying in named["t0"]:
                 out0[name][row] = u[:, c] if varying else u[0, c]
-            for name, chans in lay["t1"].items():
+            for name, chans in named["t1"].items():
                 out1[name][row] = np.stack([u[:, c] for c in chans], axis=-1)
             advance(1)
 
