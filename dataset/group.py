@@ -456,8 +456,8 @@ class Group:
         ok = status == OK
         return merge_moments(self.block_moments(where=ok)[ok])
 
-    def normalization(self, status: np.ndarray | None = None) -> dict[str, Any]:
-        """The group's normalisation statistics (:func:`moments.normalization`): the cached
+    def normalisation(self, status: np.ndarray | None = None) -> dict[str, Any]:
+        """The group's normalisation statistics (:func:`moments.normalisation`): the cached
         ones (the ``normalization`` attribute) when they describe the current ok samples,
         else freshly merged ones (``status``: the group's :meth:`status`, when the caller
         has read it already)."""
@@ -465,7 +465,7 @@ class Group:
         cached = self.attrs.get("normalization")
         if mom.describes(cached, status):
             return cached
-        return mom.normalization(self.channel_names, self.moments(status), status)
+        return mom.normalisation(self.channel_names, self.moments(status), status)
 
 
 def sample_checksum(chunk_checksums: np.ndarray) -> int:

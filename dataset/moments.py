@@ -67,7 +67,7 @@ def mean_std(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(m2 / np.where(n > 0, n, 1.0))
 
 
-def normalization(channels: list[str], merged: np.ndarray, status: np.ndarray) -> dict[str, Any]:
+def normalisation(channels: list[str], merged: np.ndarray, status: np.ndarray) -> dict[str, Any]:
     """A group's normalisation statistics, as its ``normalization`` attribute caches them:
     ``{"channels", "count", "mean", "std", "m2": [C], "ok_samples", "status_crc"}`` from its
     ok samples' merged ``(C, 3)`` moments ``merged``, and ``status`` ``(N,)``, the status they
@@ -85,7 +85,7 @@ def normalization(channels: list[str], merged: np.ndarray, status: np.ndarray) -
 
 
 def describes(cached: dict[str, Any] | None, status: np.ndarray) -> bool:
-    """Whether cached statistics (:func:`normalization`) were merged under ``status``."""
+    """Whether cached statistics (:func:`normalisation`) were merged under ``status``."""
     return bool(cached) and cached.get("status_crc") == zlib.crc32(status.tobytes())
 
 
@@ -94,12 +94,12 @@ def family_stats(
 ) -> dict[str, dict[str, tuple[float, float]]]:
     """The normaliser of a set of store groups: per family, per channel name, ``(mean, std)``
     in physical units over every ok sample of the family in ``groups`` (each group's cached
-    or merged moments, :meth:`~pdeladder.dataset.group.Group.normalization`, merged across
+    or merged moments, :meth:`~pdeladder.dataset.group.Group.normalisation`, merged across
     groups); ``std`` is 1 for a constant channel. ``status``: the groups' status arrays by
     path, where the caller has read them already."""
     parts: dict[str, dict[str, list[list[float]]]] = {}
     for g in groups:
-        norm = g.normalization(None if status is None else status[g.path])
+        norm = g.normalisation(None if status is None else status[g.path])
         for c, name in enumerate(norm["channels"]):
             parts.setdefault(g.family, {}).setdefault(name, []).append(
                 [norm["count"][c], norm["mean"][c], norm["m2"][c]]

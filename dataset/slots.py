@@ -130,7 +130,7 @@ class Normaliser:
         self.mean = torch.tensor([s["mean"] for s in stats], device=device).reshape(n, -1)
         self.std = torch.tensor([s["std"] for s in stats], device=device).reshape(n, -1)
 
-    def stats(self, family: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    def mean_std(self, family: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
         """Mean and std of each sample's family, ``(B, C)`` viewed as ``shape``."""
         return self.mean[family].view(shape), self.std[family].view(shape)
 
@@ -146,7 +146,7 @@ class Normaliser:
         absent slots hold zeros and stay 0."""
         b, t, c, *space = fields.shape
         per = (b, 1, c, 1)
-        mean, std = self.stats(family, per)
+        mean, std = self.mean_std(family, per)
         mean = mean * present.view(per)
         flat = fields.reshape(b, t, c, math.prod(space))
         dest = None if out is None else out.view(flat.shape)
@@ -155,5 +155,5 @@ class Normaliser:
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
         """Normalised ``(B, C, T, X, Y, Z)`` (model layout) → physical units, same layout."""
         b, c, *rest = pred.shape
-        mean, std = self.stats(family, (b, c, 1))
+        mean, std = self.mean_std(family, (b, c, 1))
         return (pred.reshape(b, c, math.prod(rest)) * std + mean).view(pred.shape)

@@ -28,7 +28,7 @@ from pdeladder.dataset import chunks
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import FAILED, MISSING, OK
 from pdeladder.dataset.group import Group, sample_checksum
-from pdeladder.dataset.moments import merge_moments, normalization
+from pdeladder.dataset.moments import merge_moments, normalisation
 from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers.family import Sample
 
@@ -352,16 +352,16 @@ class WritableGroup(Group):
 
     def update_stats(self) -> dict[str, Any]:
         """Merge the per-sample moments and cache them in the ``normalization`` attribute
-        (:func:`moments.normalization`).
+        (:func:`moments.normalisation`).
 
         Call once a stage is written (one caller at a time: it rewrites the group's attributes).
         """
         self._check_writable()
         status = self.status()
-        stats = normalization(self.channel_names, self.moments(status), status)
-        self.node.update_attributes({"normalization": stats})
-        self.attrs["normalization"] = stats
-        return stats
+        cached = normalisation(self.channel_names, self.moments(status), status)
+        self.node.update_attributes({"normalization": cached})
+        self.attrs["normalization"] = cached
+        return cached
 
     def _async(self, name: str) -> zarr.AsyncArray:
         """The asynchronous side of an array opened before (see :meth:`_open`): coroutines run

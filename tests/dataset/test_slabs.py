@@ -165,7 +165,7 @@ def test_two_processes_write_one_sample_in_slabs(tmp_path):
     np.testing.assert_array_equal(reread.read_slab(0, "x", 12, 17), fields[:, :, 12:])
     assert store_problems(reread.store) == {group.path: []}
     np.testing.assert_allclose(
-        reread.normalization()["mean"], [fields.astype(np.float64).mean()], rtol=1e-12
+        reread.normalisation()["mean"], [fields.astype(np.float64).mean()], rtol=1e-12
     )
 
     with pytest.raises(StoreError, match=r"committed \(status ok\); discard\(\) it"):
@@ -252,7 +252,7 @@ def test_version_4_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
     np.testing.assert_array_equal(reread.read_slab(0, "t", 8, 9), samples[0].fields[8:])
     assert store_problems(reread.store) == {old.path: []}
     whole = np.stack([s.fields for s in samples]).astype(np.float64)
-    assert reread.normalization()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
+    assert reread.normalisation()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
     with pytest.raises(StoreError, match="format version 4 keeps one checksum per sample"):
         resumed.write_slab(0, 0, 17, samples[0].fields)
 
@@ -317,4 +317,4 @@ def test_version_5_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
     assert reread.info(1)["seed"] == 1 and reread.column("seed").tolist() == [0, 1, 2]
     assert store_problems(reread.store) == {old.path: []}
     whole = np.stack([s.fields for s in samples]).astype(np.float64)
-    assert reread.normalization()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
+    assert reread.normalisation()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)

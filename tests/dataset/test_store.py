@@ -105,9 +105,9 @@ def test_normalisation_statistics_match_numpy(store_url, heat_samples):
     assert stats["count"] == [whole.size]
     assert stats["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
     assert stats["std"][0] == pytest.approx(whole.std(), rel=1e-12)
-    assert open_store(store_url).group(group.path).normalization() == stats  # cached
+    assert open_store(store_url).group(group.path).normalisation() == stats  # cached
     group.write(4, array_sample(GRID, 7))
-    fresh = open_store(store_url).group(group.path).normalization()  # stale cache is not used
+    fresh = open_store(store_url).group(group.path).normalisation()  # stale cache is not used
     assert fresh["ok_samples"] == 5 and fresh["count"] == [whole.size * 5 / 4]
 
 
