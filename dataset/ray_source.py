@@ -1,5 +1,5 @@
 """Ray Data over a store: :class:`StoreDatasource` (Zarr v3; Ray's ``read_zarr`` reads only v2)
-and :func:`iter_store_batches`, which turns a dataset shard into the batches of
+and :func:`iter_store_batches`, which turns a worker's share of a dataset into the batches of
 :mod:`pdeladder.dataset.loader` (the same dict; one group per batch).
 
 Read tasks run in Ray workers and re-open the store from its URL (so ``memory://`` stores,
@@ -92,19 +92,20 @@ def read_store(catalog: Catalog) -> ray.data.Dataset:
 
 
 def iter_store_batches(
-    shard: Any,
+    share: Any,
     catalog: Catalog,
     *,
     batch_size: int,
     seed: int | None = 0,
     shuffle_buffer: int = 64,
 ) -> Iterator[dict]:
-    """Batches (see :mod:`pdeladder.dataset.loader`) from a Ray ``Dataset`` or ``DataIterator``
-    shard; ``seed=None`` keeps the order Ray delivers."""
+    """Batches (see :mod:`pdeladder.dataset.loader`) from ``share``, a Ray ``Dataset`` or a
+    worker's ``DataIterator`` of one (Ray calls it a dataset shard); ``seed=None`` keeps the
+    order Ray delivers."""
     refs = {(r.group, r.index): r for r in catalog.refs()}
 
     def items() -> Iterator[Item]:
-        for block in shard.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=2):
+        for block in share.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=2):
             for group, index, fields in zip(
                 block["group"], block["index"], block["fields"], strict=True
             ):

@@ -50,7 +50,7 @@ class TrainRun(CurriculumSource):
         None,
         description="Zarr store with the stages' samples; empty: the curriculum's `store`.",
     )
-    workers: int = Field(2, ge=1, le=4096, description="Ray Train workers (one model shard each).")
+    workers: int = Field(2, ge=1, le=4096, description="Ray Train workers (one rank each).")
     mode: TrainMode = Field(
         TrainMode.local,
         description="local: train from the flow's process; ray-job: submit to a Ray cluster.",

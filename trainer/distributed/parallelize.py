@@ -90,11 +90,12 @@ class ParallelDims:
 def parallelize(
     model: LadderOperator, dims: ParallelDims, domain: DomainGroup | None, device: torch.device
 ) -> torch.nn.Module:
-    """Apply the parallel dims to ``model`` in place, in a fixed order: the sharded transform
-    behind each spectral layer's seam (when the domain group has more than one rank), then FSDP2
-    on every Fourier block and on the root, over all ranks or the dp groups (``dims.shard``; bf16
-    parameters with fp32 reductions on GPU; with domain ranks a block's gathered parameters live
-    from its forward pass to its backward). Activation checkpointing is the model's own switch
+    """Apply the parallel dims to ``model`` in place, in a fixed order: the slab transform
+    (:class:`~pdeladder.trainer.distributed.fft.SlabFFT`) behind each spectral layer's seam
+    (when the domain group has more than one rank), then FSDP2 on every Fourier block and on
+    the root, over all ranks or the dp groups (``dims.shard``; bf16 parameters with fp32
+    reductions on GPU; with domain ranks a block's gathered parameters live from its forward
+    pass to its backward). Activation checkpointing is the model's own switch
     (``model.checkpointing``). With ``dims.shard == "none"`` the model is returned as it is on
     one rank and wrapped in DDP on more (its ``module`` is ``model``)."""
     if dims.shard == "none":
