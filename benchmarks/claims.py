@@ -205,8 +205,9 @@ def fno_specialist(store: str, path: str, width: int, model: dict, steps: int, s
     pred = torch.zeros_like(processor.normalised(batch))
     pred[:, batch["predicted"][0]] = out
     pred = processor.physical(pred, batch["family"])
-    mean = mean_field(data, path, split.train) if batch["grid"].snapshots == 1 else None
-    report = group_report(pred, batch, catalog.layout, baseline_prediction(batch, mean))
+    mean = mean_field(processor, data, path, split.train) if batch["grid"].snapshots == 1 else None
+    truth = processor.fields(batch)
+    report = group_report(pred, truth, batch, catalog.layout, baseline_prediction(truth, mean))
     points = list(enumerate(loss.values[: epochs * len(loader)], start=1))
     return report, points, wall, sum(p.numel() for p in fno.parameters())
 

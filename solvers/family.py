@@ -214,12 +214,14 @@ class Family(ABC):
         """Strong-form PDE residual on the grid, pure torch.
 
         Args:
-            fields: ``(B, T, C, X, Y, Z)`` trajectories (all channels, inputs included).
+            fields: ``(B, C, T, X, Y, Z)`` trajectories (all channels, inputs included), in
+                the model's axis order (a stored sample ``(T, C, X, Y, Z)`` has its first two
+                axes swapped).
             params: ``(B, P)`` parameter vectors in :meth:`Parameters.names` order.
             grid: the grid the fields live on.
 
         Returns:
-            ``(B, T', R, X', Y', Z')`` residual at the points where it is defined (interior
+            ``(B, R, T', X', Y', Z')`` residual at the points where it is defined (interior
             points, interior snapshots), in the equation's units; zero on exact solutions up to
             discretisation error.
         """

@@ -1,10 +1,12 @@
 """Finite-difference operators on the regular grid, in pure torch, for strong-form residuals.
 
-Tensors end in the spatial axes ``(..., X, Y, Z)`` (singletons beyond ``dim``). Spatial operators
-are second-order central differences evaluated at interior points only, so every result is
-cropped by one point on each side of each active axis: ``(..., X-2, Y-2, Z-2)`` in 3D,
-``(..., X-2, Y-2, 1)`` in 2D. Time derivatives are central differences over interior snapshots.
-All operators are differentiable, so residuals can be used as losses.
+Tensors end in the space-time axes ``(..., T, X, Y, Z)`` (singletons beyond ``dim``), as a
+family's residual receives them, ``(B, C, T, X, Y, Z)``, or one channel of it, ``(B, T, X, Y, Z)``.
+Spatial operators are second-order central differences evaluated at interior points only, so every
+result is cropped by one point on each side of each active axis: ``(..., X-2, Y-2, Z-2)`` in 3D,
+``(..., X-2, Y-2, 1)`` in 2D. Time derivatives are central differences over interior snapshots
+along the axis before ``X``. All operators are differentiable, so residuals can be used as
+losses.
 """
 
 import torch
@@ -59,15 +61,19 @@ def divergence(u: torch.Tensor, grid: Grid, channel_axis: int) -> torch.Tensor:
     return sum(diff(u.select(channel_axis, a), a, grid) for a in range(grid.dim))
 
 
-def time_derivative(f: torch.Tensor, grid: Grid, time_axis: int = 1) -> torch.Tensor:
-    """∂f/∂t at interior snapshots (central, second order): ``T`` becomes ``T - 2``."""
-    n = f.shape[time_axis]
-    return (f.narrow(time_axis, 2, n - 2) - f.narrow(time_axis, 0, n - 2)) / (2 * grid.dt)
+def time_derivative(f: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """∂f/∂t at interior snapshots (central, second order): ``(..., T, X, Y, Z)`` becomes
+    ``(..., T - 2, X, Y, Z)``."""
+    axis = f.ndim - 4
+    n = f.shape[axis]
+    return (f.narrow(axis, 2, n - 2) - f.narrow(axis, 0, n - 2)) / (2 * grid.dt)
 
 
-def time_interior(f: torch.Tensor, time_axis: int = 1) -> torch.Tensor:
-    """Drop the first and last snapshot, to align with :func:`time_derivative`."""
-    return f.narrow(time_axis, 1, f.shape[time_axis] - 2)
+def time_interior(f: torch.Tensor) -> torch.Tensor:
+    """Drop the first and last snapshot of ``(..., T, X, Y, Z)``, to align with
+    :func:`time_derivative`."""
+    axis = f.ndim - 4
+    return f.narrow(axis, 1, f.shape[axis] - 2)
 
 
 def broadcast_param(params: torch.Tensor, index: int, like: torch.Tensor) -> torch.Tensor:

@@ -106,9 +106,8 @@ class FamilyContract:
     # -- the residual agrees with the solver -------------------------------------------------
 
     def residual_rms(self, fam: Family, fields: np.ndarray, params, grid) -> float:
-        r = fam.residual(
-            torch.from_numpy(fields)[None].double(), torch.from_numpy(params.vector())[None], grid
-        )
+        stored = torch.from_numpy(fields).double()  # (T, C, X, Y, Z)
+        r = fam.residual(stored.movedim(0, 1)[None], torch.from_numpy(params.vector())[None], grid)
         return float(torch.sqrt(torch.mean(r**2)))
 
     def residual_grids(self, fam: Family):

@@ -134,23 +134,26 @@ def convention_scores(
 
 
 def mean_field(
-    data: StoreDataset, path: str, indices: np.ndarray, batch_size: int = 8
+    processor: DataProcessor,
+    data: StoreDataset,
+    path: str,
+    indices: np.ndarray,
+    batch_size: int = 8,
 ) -> torch.Tensor:
     """Mean over samples ``indices`` of ``data``'s group ``path``, ``(C, T, X, Y, Z)``
     physical, in channel slots; read batch by batch (float64 sum)."""
     total = None
     for start in range(0, len(indices), batch_size):
-        batch = data.load(path, indices[start : start + batch_size])
-        fields = batch["fields"]  # (B, T, C, X, Y, Z)
+        fields = processor.fields(data.load(path, indices[start : start + batch_size]))
         part = fields.sum(0, dtype=torch.float64)
         total = part if total is None else total + part
-    return (total / len(indices)).float().movedim(1, 0)
+    return (total / len(indices)).float()
 
 
-def baseline_prediction(batch: dict[str, Any], mean: torch.Tensor | None) -> torch.Tensor:
-    """The trivial baseline ``(B, C, T, X, Y, Z)`` of a batch: persistence of snapshot 0 when the
-    batch has several snapshots, else the steady mean field ``mean`` ``(C, 1, X, Y, Z)``."""
-    truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
+def baseline_prediction(truth: torch.Tensor, mean: torch.Tensor | None) -> torch.Tensor:
+    """The trivial baseline of a batch's physical fields ``truth`` ``(B, C, T, X, Y, Z)``, the
+    same shape: persistence of snapshot 0 when the batch has several snapshots, else the steady
+    mean field ``mean`` ``(C, 1, X, Y, Z)``."""
     if truth.shape[2] > 1:
         return truth[:, :, :1].expand_as(truth)
     return mean[None].expand_as(truth)
@@ -169,18 +172,19 @@ def beats(model: float, baseline: float) -> bool:
 
 def group_report(
     pred: torch.Tensor,
+    truth: torch.Tensor,
     batch: dict[str, Any],
     layout: SlotLayout,
     baseline: torch.Tensor,
     conventions: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Metrics of one batch: ``pred``, ``baseline`` and truth are ``(B, C, T, X, Y, Z)`` physical;
-    ``conventions``: the other metric conventions to add (:data:`CONVENTIONS`)."""
-    truth = batch["fields"].movedim(2, 1)
+    """Metrics of one batch: ``pred``, ``truth`` (the batch's fields) and ``baseline`` are
+    ``(B, C, T, X, Y, Z)`` physical; ``conventions``: the other metric conventions to add
+    (:data:`CONVENTIONS`)."""
     grid = batch["grid"]
     slots = [i for i, p in enumerate(batch["predicted"][0].tolist()) if p]
-    _, residual = sample_scores(pred, batch, layout)
-    _, truth_residual = sample_scores(truth, batch, layout)
+    _, residual = sample_scores(pred, truth, batch, layout)
+    _, truth_residual = sample_scores(truth, truth, batch, layout)
     scores = {
         who: channel_nrmse(p, truth, batch["predicted"])
         for who, p in (("model", pred), ("baseline", baseline))
@@ -282,16 +286,17 @@ def evaluate_checkpoint(
         groups, plots = {}, []
         for path, (g, seen, data, train, test) in chosen.items():
             batch = data.load(path, test)
+            truth = processor.fields(batch)
             if domain_ranks > 1:
-                pred = stored_prediction(pred_url, path, layout, test)
+                pred = stored_prediction(processor, pred_url, path, test)
             else:
                 pred = predict(model, processor, batch)
             mean, baseline = None, "persistence"
             if g.grid.snapshots == 1:
-                mean = mean_field(data, path, train)
+                mean = mean_field(processor, data, path, train)
                 baseline = "training mean field" if seen else "group mean field"
             report = group_report(
-                pred, batch, layout, baseline_prediction(batch, mean), CONVENTIONS[metrics]
+                pred, truth, batch, layout, baseline_prediction(truth, mean), CONVENTIONS[metrics]
             )
             report["baseline"] = baseline
             fam_dim = f"{g.family}/{g.grid.dim}d"
@@ -299,7 +304,7 @@ def evaluate_checkpoint(
                 "held_out" if seen else ("other_resolution" if fam_dim in trained_res else "unseen")
             )
             groups[path] = report
-            plots.append((path, pred, batch))
+            plots.append((path, pred, truth, batch))
     families: dict[str, dict[str, Any]] = {}
     for path, r in groups.items():
         f = families.setdefault(
@@ -325,13 +330,13 @@ def evaluate_checkpoint(
     return report
 
 
-def stored_prediction(url: str, path: str, layout: SlotLayout, indices: np.ndarray) -> torch.Tensor:
+def stored_prediction(
+    processor: DataProcessor, url: str, path: str, indices: np.ndarray
+) -> torch.Tensor:
     """The predictions of samples ``indices`` of group ``path`` in the prediction store at
-    ``url``, ``(B, C, T, X, Y, Z)`` physical in ``layout``'s channel slots."""
-    catalog = Catalog.build(url, groups=[path], layout=layout)
-    return (
-        StoreDataset(catalog, batch_size=len(indices)).load(path, indices)["fields"].movedim(2, 1)
-    )
+    ``url``, ``(B, C, T, X, Y, Z)`` physical in ``processor``'s channel slots."""
+    catalog = Catalog.build(url, groups=[path], layout=processor.layout)
+    return processor.fields(StoreDataset(catalog, batch_size=len(indices)).load(path, indices))
 
 
 def ratio_cell(scores: dict[str, Any]) -> str:
@@ -437,9 +442,9 @@ def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: P
         lines += ["", title, "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    for path, pred, batch in plots:
+    for path, pred, truth, batch in plots:
         s = int(np.flatnonzero(batch["predicted"][0].numpy())[0])
-        p, t = pred[0, s, -1].numpy(), batch["fields"][0, -1, s].numpy()  # (X, Y, Z) at t_end
+        p, t = pred[0, s, -1].numpy(), truth[0, s, -1].numpy()  # (X, Y, Z) at t_end
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
         for ax, img, title in zip(
             axes, (p, t, p - t), ("prediction", "truth", "error"), strict=True

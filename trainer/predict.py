@@ -132,7 +132,8 @@ def predict_into(
 
     ``records``: the source's per-sample ``checksum`` ``(N,)``, ``params`` ``(N, P)``, ``seed``
     ``(N,)`` and ``provenance`` ``(N,)`` columns. Reads ``(B, T, C_f, X, Y, Z)`` fields, predicts
-    ``(B, C_slots, T, X, Y, Z)`` and writes each sample's ``(T, C_f, X, Y, Z)``. With a
+    ``(B, C_slots, T, X, Y, Z)``, keeps the inputs in that order and turns each sample back to
+    the store's ``(T, C_f, X, Y, Z)`` only to write it. With a
     ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
     predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
     commits each sample.
@@ -149,12 +150,17 @@ def predict_into(
         lo, hi = slab.lo[1], slab.hi[1]
         fields = np.stack([source.read_slab(int(i), "x", lo, hi) for i in indices])
     batch = make_batch(layout, source.family, grid, fields, records["params"][indices], solved=True)
-    pred = predict(model, processor, processor.to_device(batch), slab)
-    out = pred[:, layout.slot_indices(family, grid.dim)].movedim(1, 2).cpu().numpy()
-    given = [c.role == "input" for c in family.channels_for(grid.dim)]
-    out[:, :, given] = fields[:, :, given]  # inputs are given, not predicted
+    batch = processor.to_device(batch)
+    slots = layout.slot_indices(family, grid.dim)
+    pred = predict(model, processor, batch, slab)[:, slots]  # (B, C_f, T, X, Y, Z)
+    given = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): copied, not predicted
+    given[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
     if grid.snapshots > 1:
-        out[:, 0] = fields[:, 0]  # the initial condition too
+        given[:, 0] = True  # the initial condition too
+    kept = torch.where(
+        given[..., None, None, None].to(pred.device), processor.fields(batch)[:, slots], pred
+    )
+    out = kept.movedim(1, 2).cpu().numpy()  # (B, T, C_f, X, Y, Z), the store's order
     share = (time.perf_counter() - start) / len(indices)
     if slab is not None:
         for k, i in enumerate(indices):

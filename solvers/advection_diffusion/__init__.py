@@ -76,14 +76,14 @@ class AdvectionDiffusion(Family):
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         names = self.Params.names()
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
+        u = fields[:, 0]  # (B, T, X, Y, Z)
         eps = stencils.broadcast_param(params, names.index("speed"), u) / stencils.broadcast_param(
             params, names.index("peclet"), u
         )
         u_mid = stencils.time_interior(u)
-        b = stencils.interior(stencils.time_interior(fields[:, :, 1 : 1 + grid.dim]), grid.dim)
+        b = stencils.interior(stencils.time_interior(fields[:, 1 : 1 + grid.dim]), grid.dim)
         grad = stencils.grad(u_mid, grid)
-        advection = sum(b[:, :, a] * grad[a] for a in range(grid.dim))
+        advection = sum(b[:, a] * grad[a] for a in range(grid.dim))
         u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
         lap = stencils.laplacian(u_mid, grid)
-        return (u_t + advection - eps * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+        return (u_t + advection - eps * lap).unsqueeze(1)  # (B, 1, T-2, X', Y', Z')

@@ -58,10 +58,10 @@ class AllenCahn(Family):
         return (u0 * (params.ic_amplitude / np.abs(u0).max()))[None]  # (1, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
+        u = fields[:, 0]  # (B, T, X, Y, Z)
         eps = stencils.broadcast_param(params, self.Params.names().index("epsilon"), u)
         u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
         u_mid = stencils.time_interior(u)
         lap = stencils.laplacian(u_mid, grid)
         u_in = stencils.interior(u_mid, grid.dim)
-        return (u_t - eps**2 * lap - u_in + u_in**3).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+        return (u_t - eps**2 * lap - u_in + u_in**3).unsqueeze(1)  # (B, 1, T-2, X', Y', Z')

@@ -75,14 +75,14 @@ class Burgers(Family):
         )  # (dim, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, : grid.dim]  # (B, T, dim, X, Y, Z)
-        nu = stencils.broadcast_param(params, self.Params.names().index("viscosity"), u[:, :, 0])
-        mid = stencils.time_interior(u)  # (B, T-2, dim, X, Y, Z)
-        velocity = [stencils.interior(mid[:, :, j], grid.dim) for j in range(grid.dim)]
+        u = fields[:, : grid.dim]  # (B, dim, T, X, Y, Z)
+        nu = stencils.broadcast_param(params, self.Params.names().index("viscosity"), u[:, 0])
+        mid = stencils.time_interior(u)  # (B, dim, T-2, X, Y, Z)
+        velocity = [stencils.interior(mid[:, j], grid.dim) for j in range(grid.dim)]
         rows = []
         for i in range(grid.dim):
-            u_t = stencils.interior(stencils.time_derivative(u[:, :, i], grid), grid.dim)
-            grad = stencils.grad(mid[:, :, i], grid)
+            u_t = stencils.interior(stencils.time_derivative(u[:, i], grid), grid.dim)
+            grad = stencils.grad(mid[:, i], grid)
             advection = sum(velocity[j] * grad[j] for j in range(grid.dim))
-            rows.append(u_t + advection - nu * stencils.laplacian(mid[:, :, i], grid))
-        return torch.stack(rows, dim=2)  # (B, T-2, dim, X', Y', Z')
+            rows.append(u_t + advection - nu * stencils.laplacian(mid[:, i], grid))
+        return torch.stack(rows, dim=1)  # (B, dim, T-2, X', Y', Z')

@@ -66,9 +66,9 @@ class Darcy(Family):
         return np.stack([a, np.zeros_like(a)])  # (2, X, Y, Z): the pressure is the solve's
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        a, p = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z)
+        a, p = fields[:, 0], fields[:, 1]  # (B, T, X, Y, Z)
         f = stencils.broadcast_param(params, self.Params.names().index("source"), p)
-        return (-flux_divergence(torch.exp(a), p, grid) - f).unsqueeze(2)  # (B, 1, 1, X', Y', Z')
+        return (-flux_divergence(torch.exp(a), p, grid) - f).unsqueeze(1)  # (B, 1, 1, X', Y', Z')
 
 
 def flux_divergence(k: torch.Tensor, p: torch.Tensor, grid: Grid) -> torch.Tensor:

@@ -68,7 +68,7 @@ class GrayScott(Family):
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         names = self.Params.names()
-        u, v = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z) each
+        u, v = fields[:, 0], fields[:, 1]  # (B, T, X, Y, Z) each
 
         def p(name: str) -> torch.Tensor:
             return stencils.broadcast_param(params, names.index(name), u)
@@ -90,7 +90,7 @@ class GrayScott(Family):
             - reaction
             + (p("feed") + p("kill")) * vi
         )
-        return torch.stack([r_u, r_v], dim=2)  # (B, T-2, 2, X', Y', Z')
+        return torch.stack([r_u, r_v], dim=1)  # (B, 2, T-2, X', Y', Z')
 
 
 def seeded_spots(

@@ -53,8 +53,8 @@ class Heat(Family):
         return gaussian_random_field(grid.shape, params.ic_length_scale, rng)[None]  # (1, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u = fields[:, :, 0]  # (B, T, X, Y, Z)
+        u = fields[:, 0]  # (B, T, X, Y, Z)
         kappa = stencils.broadcast_param(params, self.Params.names().index("diffusivity"), u)
         u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
         lap = stencils.laplacian(stencils.time_interior(u), grid)
-        return (u_t - kappa * lap).unsqueeze(2)  # (B, T-2, 1, X', Y', Z')
+        return (u_t - kappa * lap).unsqueeze(1)  # (B, 1, T-2, X', Y', Z')

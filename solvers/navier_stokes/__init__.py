@@ -72,21 +72,20 @@ class NavierStokes(Family):
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         dim = grid.dim
-        u, p = fields[:, :, :dim], fields[:, :, dim]  # (B, T, dim, X, Y, Z), (B, T, X, Y, Z)
+        u, p = fields[:, :dim], fields[:, dim]  # (B, dim, T, X, Y, Z), (B, T, X, Y, Z)
         nu = 1.0 / stencils.broadcast_param(params, self.Params.names().index("reynolds"), p)
         u_mid, p_mid = stencils.time_interior(u), stencils.time_interior(p)
         momentum = []
         for i in range(dim):
-            ui = u_mid[:, :, i]
+            ui = u_mid[:, i]
             advection = sum(
-                stencils.interior(u_mid[:, :, j], dim) * stencils.diff(ui, j, grid)
-                for j in range(dim)
+                stencils.interior(u_mid[:, j], dim) * stencils.diff(ui, j, grid) for j in range(dim)
             )
             momentum.append(
-                stencils.interior(stencils.time_derivative(u[:, :, i], grid), dim)
+                stencils.interior(stencils.time_derivative(u[:, i], grid), dim)
                 + advection
                 - nu * stencils.laplacian(ui, grid)
                 + stencils.diff(p_mid, i, grid)
             )
-        continuity = stencils.divergence(u_mid, grid, channel_axis=2)
-        return torch.stack([*momentum, continuity], dim=2)  # (B, T-2, dim+1, X', Y', Z')
+        continuity = stencils.divergence(u_mid, grid, channel_axis=1)
+        return torch.stack([*momentum, continuity], dim=1)  # (B, dim+1, T-2, X', Y', Z')

@@ -57,10 +57,10 @@ class Wave(Family):
         return np.stack([u0, np.zeros_like(u0)])  # (2, X, Y, Z): plucked, at rest
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
-        u, v = fields[:, :, 0], fields[:, :, 1]  # (B, T, X, Y, Z)
+        u, v = fields[:, 0], fields[:, 1]  # (B, T, X, Y, Z)
         c = stencils.broadcast_param(params, self.Params.names().index("wave_speed"), u)
         u_t = stencils.interior(stencils.time_derivative(u, grid), grid.dim)
         v_t = stencils.interior(stencils.time_derivative(v, grid), grid.dim)
         v_mid = stencils.interior(stencils.time_interior(v), grid.dim)
         lap = stencils.laplacian(stencils.time_interior(u), grid)
-        return torch.stack([u_t - v_mid, v_t - c**2 * lap], dim=2)  # (B, T-2, 2, X', Y', Z')
+        return torch.stack([u_t - v_mid, v_t - c**2 * lap], dim=1)  # (B, 2, T-2, X', Y', Z')

@@ -110,11 +110,11 @@ def test_tiny_three_dimensional_sample():
     pressure_mean = sample.fields[:, 3].mean(axis=(1, 2, 3))
     assert np.all(np.abs(pressure_mean) < 0.1 * np.abs(sample.fields[:, 3]).max())
     r = fam.residual(
-        torch.from_numpy(sample.fields)[None].double(),
+        torch.from_numpy(sample.fields).movedim(0, 1)[None].double(),  # (1, C, T, X, Y, Z)
         torch.from_numpy(sample.params.vector())[None],
         grid,
     )
-    assert r.shape == (1, 1, 4, 5, 5, 5) and torch.all(torch.isfinite(r))
+    assert r.shape == (1, 4, 1, 5, 5, 5) and torch.all(torch.isfinite(r))
 
 
 def test_two_dimensional_channels_drop_w():

@@ -15,7 +15,7 @@ for name in family_names():
     dim = max(d for d in fam.dims if d <= 2)
     grid = fam.grid(dim, 9, 1 if fam.steady else 4)
     channels = len(fam.channels_for(dim))
-    fields = torch.randn(2, grid.snapshots, channels, *grid.shape, dtype=torch.float64)
+    fields = torch.randn(2, channels, grid.snapshots, *grid.shape, dtype=torch.float64)
     params = torch.from_numpy(np.stack([fam.Params().vector()] * 2))
     r = fam.residual(fields, params, grid)
     assert r.shape[0] == 2 and torch.isfinite(r).all(), name

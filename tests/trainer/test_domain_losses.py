@@ -23,6 +23,7 @@ from pdeladder.trainer.distributed.slab import DomainLayout, bounds
 from pdeladder.trainer.losses import equation_loss, relative_errors, relative_loss
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import sample_scores
 
 rank, world_size, init, out, plan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -110,13 +111,6 @@ def check_data(name, domain, shape):
         results[f"{kind} grad {name}"] = rel(grad, box(ref_grad, slab, 2, 3))
 
 
-def slab_batch(batch, slab):
-    out = dict(batch, fields=box(batch["fields"], slab, 1, 3))
-    if slab.lo[0] > 0:
-        out["initial"] = batch["fields"][:, :1].narrow(3, slab.lo[1], slab.hi[1] - slab.lo[1])
-    return out
-
-
 def check_family(name, domain, fam, dim, snapshots, resolution, scores):
     fam_name = fam.name
     grid = fam.grid(dim, resolution, 1 if fam.steady else snapshots)
@@ -126,15 +120,19 @@ def check_family(name, domain, fam, dim, snapshots, resolution, scores):
     fields = 0.5 * rng.standard_normal((2, grid.snapshots, c, *grid.shape)).astype(np.float32)
     params = np.stack([fam.Params().vector()] * 2)
     batch = make_batch(layout, fam_name, grid, fields, params, solved=True)
+    truth = DataProcessor(layout).fields(batch)  # (B, C, T, X, Y, Z)
     shape = (grid.snapshots, *grid.shape)
     pred = torch.randn(2, len(layout.slots), *shape, generator=torch.Generator().manual_seed(4))
     whole = pred.clone().requires_grad_(True)
-    ref, _ = equation_loss(whole, batch, layout)
+    ref, _ = equation_loss(whole, truth, batch, layout)
     (ref_grad,) = torch.autograd.grad(ref, whole)
     slab = domain.slab(shape)
     local = box(pred, slab, 2, 3).requires_grad_(True)
-    sbatch = slab_batch(batch, slab)
-    loss, _ = equation_loss(local, sbatch, layout, slab=slab, domain=domain)
+    given = box(truth, slab, 2, 3)
+    # snapshot 0 on the slab's x range, which a later time slab does not hold
+    initial = truth[:, :, :1].narrow(3, slab.lo[1], slab.hi[1] - slab.lo[1])
+    on = {"initial": initial, "slab": slab, "domain": domain}
+    loss, _ = equation_loss(local, given, batch, layout, **on)
     (grad,) = torch.autograd.grad(loss, local)
     key = f"{fam_name} {dim}d X={resolution} in {name}"
     results[f"equation loss {key}"] = rel(loss, ref)
@@ -142,8 +140,8 @@ def check_family(name, domain, fam, dim, snapshots, resolution, scores):
     if not scores:
         return
     with torch.no_grad():
-        scores = sample_scores(local, sbatch, layout, slab=slab, domain=domain)
-        for kind, a, b in zip(("nrmse", "residual"), scores, sample_scores(pred, batch, layout)):
+        scores = sample_scores(local, given, batch, layout, **on)
+        for kind, a, b in zip(("nrmse", "residual"), scores, sample_scores(pred, truth, batch, layout)):
             results[f"scores {kind} {key}"] = rel(a, b)
 
 

@@ -26,7 +26,8 @@ def heat_batch():
     fields = np.stack([s.fields for s in samples])
     params = np.stack([s.params.vector() for s in samples])
     layout.set_stats({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
-    return make_batch(layout, "heat", grid, fields, params, solved=True), layout
+    batch = make_batch(layout, "heat", grid, fields, params, solved=True)
+    return batch, layout, DataProcessor(layout).fields(batch)  # truth (B, C, T, X, Y, Z)
 
 
 def test_trapezoid_weights_integrate_linear_functions_exactly():
@@ -49,12 +50,11 @@ def test_relative_l2_and_h1_values():
 
 
 def test_residual_is_small_on_solver_data_and_large_when_perturbed(heat_batch):
-    batch, layout = heat_batch
-    truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
-    small, per_family = equation_loss(truth, batch, layout)
+    batch, layout, truth = heat_batch
+    small, per_family = equation_loss(truth, truth, batch, layout)
     torch.manual_seed(0)
     noisy = truth + 0.05 * truth.std() * torch.randn_like(truth)
-    large, _ = equation_loss(noisy, batch, layout)
+    large, _ = equation_loss(noisy, truth, batch, layout)
     assert small.item() < 2e-2
     assert large.item() > 20 * small.item()
     assert float(per_family["heat"]) == pytest.approx(small.item())
@@ -63,17 +63,16 @@ def test_residual_is_small_on_solver_data_and_large_when_perturbed(heat_batch):
 def test_equation_term_is_capped_at_the_trivial_prediction(heat_batch):
     # A prediction with more residual than the initial state held constant contributes 1 and no
     # gradient (the term never pulls toward the trivial prediction); below that it is the ratio.
-    batch, layout = heat_batch
-    truth = batch["fields"].movedim(2, 1)
+    batch, layout, truth = heat_batch
     torch.manual_seed(1)
     rough = (truth + truth.std() * torch.randn_like(truth)).requires_grad_(True)
-    loss, per_family = equation_loss(rough, batch, layout)
+    loss, per_family = equation_loss(rough, truth, batch, layout)
     assert per_family["heat"] > 10.0  # the uncapped ratio is what is logged
     assert loss.item() == 1.0
     (grad,) = torch.autograd.grad(loss, rough)
     assert grad.abs().max().item() == 0.0
     trivial = truth[:, :, :1].expand_as(truth)
-    halfway, per_family = equation_loss(0.5 * (truth + trivial), batch, layout)
+    halfway, per_family = equation_loss(0.5 * (truth + trivial), truth, batch, layout)
     assert 0.05 < halfway.item() < 1.0
     assert halfway.item() == pytest.approx(per_family["heat"])
 
@@ -81,27 +80,31 @@ def test_equation_term_is_capped_at_the_trivial_prediction(heat_batch):
 def test_physics_loss_agrees_with_the_data(heat_batch):
     # Along any direction away from the solver data, the equation loss grows: the data sit at
     # (near) the minimum of the physics loss, so adding it does not pull the fit off the data.
-    batch, layout = heat_batch
-    truth = batch["fields"].movedim(2, 1).clone().requires_grad_(True)
-    at_truth, _ = equation_loss(truth, batch, layout)
+    batch, layout, given = heat_batch
+    truth = given.clone().requires_grad_(True)
+    at_truth, _ = equation_loss(truth, given, batch, layout)
     (grad,) = torch.autograd.grad(at_truth, truth)
     torch.manual_seed(3)
     for _ in range(3):
         d = torch.randn_like(truth)
         d[:, :, 0] = 0  # the initial state is given
         d = d / d.norm() * truth.detach().norm() * 0.02
-        moved, _ = equation_loss(truth.detach() + d, batch, layout)
+        moved, _ = equation_loss(truth.detach() + d, given, batch, layout)
         assert moved.item() > at_truth.item()
         assert abs((grad * d).sum().item()) < moved.item() - at_truth.item()
 
 
 def test_processor_round_trip(heat_batch):
-    batch, layout = heat_batch
+    batch, layout, truth = heat_batch
     proc = DataProcessor(layout)
     x, family = proc.inputs(batch)
     assert x.shape == (2, layout.in_channels, 9, 17, 17, 1)
+    # the one boundary: the batch's (B, T, C, X, Y, Z) fields in the model's (B, C, T, X, Y, Z)
+    assert truth.shape == (2, len(layout.slots), 9, 17, 17, 1)
+    for t in range(9):
+        assert torch.equal(truth[:, :, t], batch["fields"][:, t])
     back = proc.physical(proc.normalised(batch), family)
-    torch.testing.assert_close(back, batch["fields"].movedim(2, 1))
+    torch.testing.assert_close(back, truth)
 
 
 def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
@@ -120,14 +123,10 @@ def test_a_later_time_slab_needs_the_initial_state(heat_batch):
     from pdeladder.trainer.distributed.slab import DomainLayout
     from pdeladder.trainer.losses.equation import family_views
 
-    batch, layout = heat_batch
-    truth = batch["fields"].movedim(2, 1)
+    batch, layout, truth = heat_batch
     slab = DomainLayout(t=2).slab(truth.shape[2:], 1)
-    part = dict(batch, fields=batch["fields"][:, slab.lo[0] :])
+    part = truth[:, :, slab.lo[0] :]
     with pytest.raises(ValueError, match="initial"):
-        family_views(truth[:, :, slab.lo[0] :], part, layout, slab)
-    part["initial"] = batch["fields"][:, :1]
-    ((_, _, _, trivial, _),) = family_views(truth[:, :, slab.lo[0] :], part, layout, slab)
-    torch.testing.assert_close(
-        trivial[:, :, 0], batch["fields"][:, :1, 0].expand_as(trivial[:, :, 0])
-    )
+        family_views(part, part, batch, layout, slab)
+    ((_, _, _, trivial, _),) = family_views(part, part, batch, layout, slab, truth[:, :, :1])
+    torch.testing.assert_close(trivial, truth[:, :, :1].expand_as(trivial))

@@ -5,7 +5,9 @@ finite-difference stencils (the H1 loss, the equation residuals) that reach acro
 ``after`` planes of the next part's slab (none past the sample's ends): the extension operator
 ``E: x ↦ [x_prev[-before:], x, x_next[:after]]``. Its adjoint ``Eᵀ`` is the backward: the halo
 planes' gradients go back to their owners, which add them to their own boundary planes. Each is
-one batch of point-to-point sends and receives between neighbours (:class:`_Halo`).
+one batch of point-to-point sends and receives between neighbours (:class:`_Halo`). The caller
+names the tensor dimension of the split axis: in the model's ``(B, C, T, X, Y, Z)``, which the
+losses and residuals use, ``t`` is dimension 2 and ``x`` dimension 3.
 
 Along both split axes (t×x layouts) extend along ``t`` first, then along ``x``: the ``x``
 neighbours then send their time-extended planes, so the corner points arrive too (see

@@ -20,6 +20,9 @@ the family's unchanged residual there, which gives exactly the residual points i
 sums of squares are all-reduced (:func:`sum_replicated`) before the division by the global
 number of points: every rank gets the unsharded value, and its backward the gradient with
 respect to its own points.
+
+Every tensor here is in the model's axis order ``(B, C, T, X, Y, Z)``, the residual's too: the
+batch's fields come in through :meth:`~pdeladder.trainer.training.processor.DataProcessor.fields`.
 """
 
 import math
@@ -35,13 +38,13 @@ from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicate
 from pdeladder.trainer.distributed.halo import extended
 from pdeladder.trainer.distributed.slab import Slab
 
-#: Tensor dimension of each split axis in the residual's ``(b, T, C, X, Y, Z)`` layout.
-FIELD_DIMS = {"t": 1, "x": 3}
+#: Tensor dimension of each split axis in the residual's ``(b, C, T, X, Y, Z)`` order.
+FIELD_DIMS = {"t": 2, "x": 3}
 
 
 def residual_shape(fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid) -> torch.Size:
-    """Shape ``(1, T', R, X', Y', Z')`` of ``fam``'s residual on fields of ``shape``
-    ``(1, T, C_f, X, Y, Z)``, found on the meta device (nothing is computed or allocated)."""
+    """Shape ``(1, R, T', X', Y', Z')`` of ``fam``'s residual on fields of ``shape``
+    ``(1, C_f, T, X, Y, Z)``, found on the meta device (nothing is computed or allocated)."""
     probe = torch.empty(shape, device="meta")
     return fam.residual(probe, params[:1].to("meta"), grid).shape
 
@@ -56,7 +59,7 @@ def _halos(
     end of an axis that its stencils reach ``r`` points along, which its shape on the global
     grid tells.
     """
-    glob = (1, slab.shape[0], fields.shape[2], *slab.shape[1:])
+    glob = (1, fields.shape[1], *slab.shape)
     out = residual_shape(fam, glob, params, grid)
     halos = {}
     for axis, dim in FIELD_DIMS.items():
@@ -87,7 +90,7 @@ def relative_residual(
     """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of ``domain``).
 
     Args:
-        fields, reference: ``(b, T, C_f, X, Y, Z)`` physical fields of one family (all its
+        fields, reference: ``(b, C_f, T, X, Y, Z)`` physical fields of one family (all its
             channels, inputs included), on the box ``slab`` of the global grid (default: the
             whole grid, on one rank).
         params: ``(b, P_f)`` physical parameters.
@@ -96,7 +99,7 @@ def relative_residual(
         ``(b,)``.
     """
     fam = get_family(family_name)
-    slab = slab or Slab.whole((fields.shape[1], *fields.shape[3:]))
+    slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
     res = fam.residual(extended(fields, domain, halos), params, grid)
     ref = fam.residual(extended(reference, domain, halos), params, grid)
@@ -105,51 +108,59 @@ def relative_residual(
     return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
 
 
-def initial_state(batch: dict[str, Any], slab: Slab | None = None) -> torch.Tensor:
-    """Snapshot 0 of the batch's physical fields, ``(B, 1, C, X, Y, Z)`` (on the slab's space).
+def initial_state(
+    given: torch.Tensor, slab: Slab | None = None, initial: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Snapshot 0 of the physical fields ``given`` ``(B, C, T, X, Y, Z)``: ``(B, C, 1, X, Y, Z)``
+    (on the slab's space).
 
-    A batch on a time slab that does not start at snapshot 0 must carry it as
-    ``batch["initial"]`` (the model's input needs it there too); otherwise it is
-    ``batch["fields"][:, :1]``.
+    Fields on a time slab that does not start at snapshot 0 do not hold it: there it must come
+    as ``initial`` (the model's input needs it too).
     """
     if slab is not None and slab.lo[0] > 0:
-        if "initial" not in batch:
-            raise ValueError(
-                f"a batch on time slab [{slab.lo[0]}, {slab.hi[0]}) needs batch['initial']"
-            )
-        return batch["initial"]
-    return batch["fields"][:, :1]
+        if initial is None:
+            raise ValueError(f"fields on time slab [{slab.lo[0]}, {slab.hi[0]}) need the initial")
+        return initial
+    return given[:, :, :1]
 
 
 def family_views(
-    pred: torch.Tensor, batch: dict[str, Any], layout: SlotLayout, slab: Slab | None = None
+    pred: torch.Tensor,
+    given: torch.Tensor,
+    batch: dict[str, Any],
+    layout: SlotLayout,
+    slab: Slab | None = None,
+    initial: torch.Tensor | None = None,
 ) -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Split a mixed batch by family into the layout ``residual`` takes.
+    """Split a mixed batch by family into the fields ``residual`` takes.
 
     Args:
         pred: physical prediction ``(B, C_slots, T, X, Y, Z)``, on the box ``slab`` of the
-            global grid (default: the whole grid); on a later time slab the batch must carry
-            the initial state (:func:`initial_state`).
+            global grid (default: the whole grid).
+        given: the batch's physical fields, the same shape
+            (:meth:`~pdeladder.trainer.training.processor.DataProcessor.fields`): the
+            input-role channels and the initial state come from them, not from the prediction.
+        initial: snapshot 0 ``(B, C_slots, 1, X, Y, Z)``, needed on a later time slab
+            (:func:`initial_state`).
 
     Returns:
-        ``[(family, rows (b,), fields (b, T, C_f, X, Y, Z), trivial (same), params (b, P_f))]``,
-        with the input-role channels taken from the batch, not the prediction.
+        ``[(family, rows (b,), fields (b, C_f, T, X, Y, Z), trivial (same), params (b, P_f))]``.
     """
     grid = batch["grid"]
     slab = slab or Slab.whole(pred.shape[2:])
-    initial = initial_state(batch, slab)
+    initial = initial_state(given, slab, initial)
     out = []
     for fid in torch.unique(batch["family"]).tolist():
         name = layout.families[fid]
         fam = get_family(name)
         rows = (batch["family"] == fid).nonzero().squeeze(1)
         slots = torch.tensor(layout.slot_indices(fam, grid.dim), device=pred.device)
-        given = batch["fields"][rows][:, :, slots]  # (b, T, C_f, X, Y, Z)
-        predicted = batch["predicted"][rows][:, slots][:, None, :, None, None, None]
-        fields = torch.where(predicted, pred[rows][:, slots].movedim(1, 2), given)
+        inputs = given[rows][:, slots]  # (b, C_f, T, X, Y, Z)
+        predicted = batch["predicted"][rows][:, slots][:, :, None, None, None, None]
+        fields = torch.where(predicted, pred[rows][:, slots], inputs)
         steady = slab.shape[0] == 1
-        held = torch.zeros_like(given) if steady else initial[rows][:, :, slots].expand_as(given)
-        trivial = torch.where(predicted, held, given)
+        held = torch.zeros_like(inputs) if steady else initial[rows][:, slots].expand_as(inputs)
+        trivial = torch.where(predicted, held, inputs)
         params = batch["params"][rows][:, : len(fam.Params.names())]
         out.append((name, rows, fields, trivial, params))
     return out
@@ -157,15 +168,18 @@ def family_views(
 
 def equation_loss(
     pred: torch.Tensor,
+    given: torch.Tensor,
     batch: dict[str, Any],
     layout: SlotLayout,
     *,
+    initial: torch.Tensor | None = None,
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Mean relative residual, capped at 1 per sample, of the physical prediction
-    ``(B, C, T, X, Y, Z)`` over the batch, for a prediction on the box ``slab`` of the global
-    grid split over ``domain`` (see the module docstring and :func:`family_views`).
+    ``(B, C, T, X, Y, Z)`` over the batch whose physical fields are ``given`` (same shape), for
+    a prediction on the box ``slab`` of the global grid split over ``domain`` (see the module
+    docstring and :func:`family_views`).
 
     Returns:
         (scalar loss, ``{family: mean relative residual, uncapped}`` for logging, detached
@@ -174,7 +188,7 @@ def equation_loss(
     """
     total = pred.new_zeros(())
     per_family = {}
-    for name, _, fields, trivial, params in family_views(pred, batch, layout, slab):
+    for name, _, fields, trivial, params in family_views(pred, given, batch, layout, slab, initial):
         r = relative_residual(
             name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
         )

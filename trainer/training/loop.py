@@ -185,13 +185,16 @@ def step_losses(
         eq_loss, per_family = None, {}
         if weights.equation > 0:
             physical = processor.physical(pred, family)
-            eq_loss, per_family = equation_loss(physical, batch, layout, **on)
+            eq_loss, per_family = equation_loss(
+                physical, processor.fields(batch), batch, layout, **on
+            )
         return weights.combine(data_loss, eq_loss), data_loss, eq_loss, per_family, x
     uslab = slab_of(unsolved, domain)
     unsolved = local_part(unsolved, uslab)
     ux, ufam = processor.inputs(unsolved)
     upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
-    eq_loss, per_family = equation_loss(upred, unsolved, layout, slab=uslab, domain=domain)
+    given = processor.fields(unsolved)
+    eq_loss, per_family = equation_loss(upred, given, unsolved, layout, slab=uslab, domain=domain)
     loss = si.residual_weight * eq_loss + si.data_anchor_weight * data_loss
     return loss, data_loss, eq_loss, per_family, x
 

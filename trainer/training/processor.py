@@ -4,6 +4,13 @@ physical fields. The training loop only calls ``inputs`` → model → ``physica
 A **batch** is the loader's dict (:mod:`pdeladder.dataset.loader` documents its keys and
 shapes; :func:`pdeladder.dataset.collate.make_batch` makes one without a store): physical
 ``fields`` ``(B, T, C, X, Y, Z)`` in the layout's channel slots, all of one group's grid.
+
+The processor is the one boundary between that order, the store's ``(T, C, X, Y, Z)`` per
+sample, and the model's ``(B, C, T, X, Y, Z)``: :meth:`DataProcessor.fields` and
+:meth:`DataProcessor.normalised` return the batch's fields in the model's order, and everything
+after them works in it (the model, the data and equation losses, every family's residual, the
+held-out scores, evaluation; prediction turns each sample back to ``(T, C, ...)`` only where it
+writes it).
 """
 
 from typing import Any
@@ -28,14 +35,20 @@ class DataProcessor:
             for k, v in batch.items()
         }
 
+    def fields(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The batch's physical fields on the device, in the model's order
+        ``(B, C, T, X, Y, Z)``."""
+        return _model_order(batch["fields"].to(self.device, non_blocking=True))
+
     def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The batch's fields normalised, in model layout ``(B, C, T, X, Y, Z)`` (0 where absent):
-        the loader's ``normalised`` where its threads made it (``StoreDataset(normalise=True)``,
-        with the same :class:`~pdeladder.dataset.slots.Normaliser`), else normalised here."""
+        """The batch's fields normalised, in the model's order ``(B, C, T, X, Y, Z)`` (0 where
+        absent): the loader's ``normalised`` where its threads made it
+        (``StoreDataset(normalise=True)``, with the same
+        :class:`~pdeladder.dataset.slots.Normaliser`), else normalised here."""
         if "normalised" in batch:
-            return batch["normalised"].to(self.device, non_blocking=True).movedim(2, 1)
+            return _model_order(batch["normalised"].to(self.device, non_blocking=True))
         fields, family, present = batch["fields"], batch["family"], batch["present"]
-        return self.normaliser.normalise(fields, family, present).movedim(2, 1)
+        return _model_order(self.normaliser.normalise(fields, family, present))
 
     def inputs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Model inputs ``x`` ``(B, 2C + n_params, T, X, Y, Z)`` and ``family`` ``(B,)``.
@@ -53,5 +66,10 @@ class DataProcessor:
         return torch.cat([state, mask, params], dim=1), batch["family"]
 
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
-        """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same layout."""
+        """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same order."""
         return self.normaliser.physical(pred, family)
+
+
+def _model_order(fields: torch.Tensor) -> torch.Tensor:
+    """A batch's ``(B, T, C, X, Y, Z)`` as the model's ``(B, C, T, X, Y, Z)`` (a view)."""
+    return fields.movedim(2, 1)

@@ -33,20 +33,24 @@ def predict(
 
 def sample_scores(
     pred: torch.Tensor,
+    truth: torch.Tensor,
     batch: dict[str, Any],
     layout: SlotLayout,
     *,
+    initial: torch.Tensor | None = None,
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample nRMSE (mean over predicted channels) and relative residual, ``(B,)`` each,
-    of the prediction ``(B, C, T, X, Y, Z)`` on ``slab`` (see the module docstring)."""
-    truth = batch["fields"].movedim(2, 1)  # (B, C, T, X, Y, Z)
+    of the prediction ``(B, C, T, X, Y, Z)`` against the batch's physical fields ``truth``
+    (the same shape, :meth:`DataProcessor.fields`) on ``slab`` (see the module docstring;
+    ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`)."""
     rel = relative_errors(pred, truth, slab=slab, domain=domain)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
     nrmse = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
     residual = torch.zeros_like(nrmse)
-    for name, rows, fields, trivial, params in family_views(pred, batch, layout, slab):
+    views = family_views(pred, truth, batch, layout, slab, initial)
+    for name, rows, fields, trivial, params in views:
         residual[rows] = relative_residual(
             name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
         )
@@ -74,7 +78,10 @@ def held_out_sums(
         grid = batch["grid"]
         slab = domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
         pred = predict(model, processor, batch, slab)
-        nrmse, residual = sample_scores(pred, batch, processor.layout, slab=slab, domain=domain)
+        truth = processor.fields(batch)
+        nrmse, residual = sample_scores(
+            pred, truth, batch, processor.layout, slab=slab, domain=domain
+        )
         out += weight * torch.stack(
             [
                 nrmse.sum().cpu().double(),
