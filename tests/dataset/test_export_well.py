@@ -1,7 +1,7 @@
 """`pdeladder store export --format the-well`, read by The Well's own loader
 (`the_well.data.WellDataset`, the `the-well` package) for every family in 1D and 2D, steady and
 vector ones included: its windows, constant fields, scalars, grids and boundary codes equal the
-store's values exactly, its z-score normalization from `stats.yaml` matches statistics computed
+store's values exactly, its z-score normalisation from `stats.yaml` matches statistics computed
 here, and the rules of The Well's formatting and data checkers (its repository's
 `scripts/check_thewell_formatting.py` and `check_thewell_data.py`) hold for every file."""
 
@@ -132,9 +132,9 @@ def stat(stats: dict, key: str, name: str) -> float:
 
 
 @pytest.mark.parametrize("family", ["navier_stokes", "darcy", "advection_diffusion"])
-def test_well_normalization_uses_the_train_statistics(exported, family):
+def test_well_normalisation_uses_the_train_statistics(exported, family):
     """stats.yaml holds the train split's mean, std, rms and std of the time differences per
-    field (computed here in float64 from the store), and The Well's z-score normalization with
+    field (computed here in float64 from the store), and The Well's z-score normalisation with
     it gives (x - mean) / std."""
     store, out = exported
     g = next(store.group(p) for p in store.groups() if p.startswith(f"s/{family}/2d_"))
