@@ -172,7 +172,7 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
             advance(1)
 
 
-def _stats(files: list[Path]) -> dict[str, dict[str, Any]]:
+def _stats_yaml(files: list[Path]) -> dict[str, dict[str, Any]]:
     """The Well's ``stats.yaml`` of the fields in ``files`` (float64 sums, sample by sample)."""
     acc: dict[str, list] = {}
     for path in files:
@@ -242,5 +242,5 @@ def export_well(
                 _write_file(path, g, idx, advance)
                 if split_name == "train":
                     train.append(path)
-        (out / name / "stats.yaml").write_text(yaml.safe_dump(_stats(train), sort_keys=False))
+        (out / name / "stats.yaml").write_text(yaml.safe_dump(_stats_yaml(train), sort_keys=False))
     return out
