@@ -153,13 +153,12 @@ def predict_into(
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
     pred = predict(model, processor, batch, slab)[:, slots]  # (B, C_f, T, X, Y, Z)
-    given = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): copied, not predicted
-    given[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
+    copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
+    copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
     if grid.snapshots > 1:
-        given[:, 0] = True  # the initial condition too
-    kept = torch.where(
-        given[..., None, None, None].to(pred.device), processor.fields(batch)[:, slots], pred
-    )
+        copied[:, 0] = True  # the initial condition too
+    copied = copied[..., None, None, None].to(pred.device)
+    kept = torch.where(copied, processor.fields(batch)[:, slots], pred)
     out = kept.movedim(1, 2).cpu().numpy()  # (B, T, C_f, X, Y, Z), the store's order
     share = (time.perf_counter() - start) / len(indices)
     if slab is not None:
