@@ -11,6 +11,7 @@ from pdeladder.dataset import chunks as chunks_module
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
+from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import DomainLayout
 
@@ -118,3 +119,14 @@ def test_domain_ranks_read_only_their_x_slab(store, monkeypatch):
         assert all(_key(p) == _key(whole) for p in parts)
         fields = torch.cat([p["fields"] for p in parts], dim=3)
         assert torch.equal(fields, whole["fields"])
+
+
+def test_a_domain_that_splits_time_is_refused(tmp_path):
+    """The loader reads x slabs only: a domain group that splits time is refused with a
+    one-line error naming the group, before anything is read."""
+    grid = HEAT.grid(2, 9, 5)
+    g = open_store(str(tmp_path / "store"), mode="a").require_group("s", HEAT, grid, n_samples=1)
+    g.write(0, array_sample(grid, 0))
+    domain = DomainGroup(None, DomainLayout(t=2), (0, 1), 0)
+    with pytest.raises(UserInputError, match=f"{g.path}: .*the domain splits time"):
+        StoreDataset(str(tmp_path / "store"), batch_size=1, domain=domain)
