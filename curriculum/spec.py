@@ -64,13 +64,19 @@ class LossWeights(BaseModel):
 class SelfImprovement(BaseModel):
     """Residual-driven phase after the supervised steps: ``samples`` new parameter points are drawn
     from the stage's ranges (no solver), the model's predictions for them are trained on the PDE
-    residual (``residual_weight``) while the stage's solver data anchor it (``data_anchor_weight``)."""
+    residual (``residual_weight``) while the stage's solver data anchor it (``data_anchor_weight``).
+
+    The defaults keep the data term whole and the residual small: on the quick-start's 2D
+    groups, 50 steps at residual 1.0 with the data at 0.1-0.2 lowered the held-out residual and
+    raised the held-out nRMSE of every family (by 0.5-2 points), at residual 0.1 with the data
+    at 1.0 the nRMSE stayed within 0.001 of 50 more data-only steps (docs/trainer.md,
+    "Training recipe")."""
 
     model_config = FROZEN
 
     steps: int = Field(ge=1)
-    residual_weight: float = Field(1.0, gt=0)
-    data_anchor_weight: float = Field(0.1, ge=0)
+    residual_weight: float = Field(0.1, gt=0)
+    data_anchor_weight: float = Field(1.0, ge=0)
     samples: int = Field(ge=1, description="parameter points drawn per family")
 
 
