@@ -86,7 +86,7 @@ def rank_main(
     import torch.distributed as dist
 
     from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.layers.fft import ModeSelection
     from pdeladder.trainer.models.operator import LadderOperator
     from pdeladder.trainer.training.loop import adamw
@@ -97,7 +97,7 @@ def rank_main(
     shard = (
         "none" if world_size == 1 else shard
     )  # one worker: parameters whole, as training holds them
-    dims = ParallelDims.of(world_size, DomainLayout(x=world_size, padding=cfg.padding), shard)
+    dims = ParallelDims.of(world_size, DomainTiling(x=world_size, padding=cfg.padding), shard)
     domain = dims.build("cpu")[1] if world_size > 1 else None
     torch.manual_seed(0)
     model = LadderOperator(cfg)
@@ -252,7 +252,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="--timing-only: rounds of k = 1, 2")
     args = parser.parse_args()
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
 
     print(f"sample (T, X, Y) = ({T}, {args.size}, {args.size}), width {WIDTH}, {LAYERS} layers")
     print(f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -279,9 +279,9 @@ def main() -> None:
         "comm vs formula"
     )
     for k, ranks in runs.items():
-        layout = DomainLayout(x=k, padding=config().padding)
+        tiling = DomainTiling(x=k, padding=config().padding)
         grid = (T, args.size, args.size, 1)
-        predicted = peak_bytes(config(), grid, 2, 1, layout, k, True) / 2**20
+        predicted = peak_bytes(config(), grid, 2, 1, tiling, k, True) / 2**20
         peak = max(r["tensor_peak_mb"] for r in ranks)
         target = 1.15 * base / k + max(r["shard_mb"] for r in ranks)
         comm = ranks[0]["forward_bytes"] / max(ranks[0]["formula_bytes"], 1)

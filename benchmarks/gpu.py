@@ -37,7 +37,7 @@ from domain_parallel import WIDTH, T, config  # benchmarks/ (the script folder i
 
 from pdeladder.trainer.distributed.memory import peak_bytes
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import LadderOperator
 
 CONFIG = config()
@@ -153,7 +153,7 @@ def trained(size: int, device: torch.device, steps: int, mixed: bool, checkpoint
 
 def precision_and_memory(size: int, device: torch.device, steps: int) -> dict:
     grid = (T, size, size, 1)
-    layout = DomainLayout(x=1, padding=CONFIG.padding)
+    tiling = DomainTiling(x=1, padding=CONFIG.padding)
     mixed = device.type == "cuda"  # the trainer's bf16 parameters exist on a GPU only
     runs = {
         (precision, checkpointing): trained(
@@ -171,7 +171,7 @@ def precision_and_memory(size: int, device: torch.device, steps: int) -> dict:
     }
     result["ok"] = bf16[-1] < bf16[0] and result["last_loss_difference"] <= 0.05
     for (precision, checkpointing), (_, measured) in runs.items():
-        predicted = peak_bytes(CONFIG, grid, 2, 1, layout, 1, checkpointing, precision=precision)
+        predicted = peak_bytes(CONFIG, grid, 2, 1, tiling, 1, checkpointing, precision=precision)
         row = {"measured_mb": measured, "predicted_mb": predicted / 2**20}
         if measured is not None:
             row["ratio"] = row["predicted_mb"] / measured

@@ -20,7 +20,7 @@ from pathlib import Path
 from domain_parallel import T, config, run_ranks  # benchmarks/ (the script folder is on sys.path)
 
 from pdeladder.trainer.distributed.memory import peak_bytes
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 
 
 def peak_mb(k: int, size: int, folder: str) -> float:
@@ -31,10 +31,10 @@ def peak_mb(k: int, size: int, folder: str) -> float:
 def predicted(k: int, budget: float, base: int) -> int:
     """The largest square size from ``base`` up whose predicted peak (the memory model, MiB)
     fits ``budget``."""
-    layout = DomainLayout(x=k, padding=config().padding)
+    tiling = DomainTiling(x=k, padding=config().padding)
 
     def mib(size: int) -> float:
-        return peak_bytes(config(), (T, size, size, 1), 2, 1, layout, k, True) / 2**20
+        return peak_bytes(config(), (T, size, size, 1), 2, 1, tiling, k, True) / 2**20
 
     size = base
     while mib(size + 1) <= budget:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.distributed.scale import PRESETS, Run, estimate, smallest_layout
+from pdeladder.trainer.distributed.scale import PRESETS, Run, estimate, smallest_tiling
 from pdeladder.trainer.models.operator import OperatorConfig
 
 #: width 32, 4 layers, 8 modes per axis; no padding: periodic samples (see docs/scale.md on why)
@@ -39,8 +39,8 @@ def rows(device: str) -> list[dict]:
             training=training,
         )
         try:
-            e = smallest_layout(run, PRESETS[device])
-        except UserInputError:  # no x layout fits: report the thinnest slabs' figures
+            e = smallest_tiling(run, PRESETS[device])
+        except UserInputError:  # no x tiling fits: report the thinnest slabs' figures
             k = run.sample[2] // 2
             e = estimate(replace(run, ranks=k, domain=k), PRESETS[device])
         biggest = max(

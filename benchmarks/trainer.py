@@ -84,7 +84,7 @@ def rank_step(rank: int, world_size: int, init: str, shard: str, steps: int, out
     import torch.distributed as dist
 
     from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.training.loop import adamw
 
     torch.set_num_threads(1)
@@ -93,7 +93,7 @@ def rank_step(rank: int, world_size: int, init: str, shard: str, steps: int, out
     torch.manual_seed(0)
     model = LadderOperator(QUICKSTART)
     if world_size > 1:
-        dims = ParallelDims.of(world_size, DomainLayout(), shard)
+        dims = ParallelDims.of(world_size, DomainTiling(), shard)
         model = parallelize(model, dims, None, torch.device("cpu"))
     b, t, *space = QUICKSTART_BATCH
     x = torch.randn(b, QUICKSTART.in_channels, t, *space)

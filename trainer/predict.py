@@ -40,7 +40,7 @@ from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.slab import DomainLayout, Slab
+from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
@@ -108,12 +108,12 @@ def slab_chunk(x: int, domain_ranks: int) -> int:
     return -(-x // domain_ranks)
 
 
-def slab_layout(grid, domain_ranks: int, padding: float) -> DomainLayout:
+def slab_tiling(grid, domain_ranks: int, padding: float) -> DomainTiling:
     """How ``domain_ranks`` writers split a group of ``grid``: x cut at the boundaries of its
     :func:`slab_chunk` chunks, so that each writes whole chunks."""
     x = grid.shape[0]
     edges = slabs(x, slab_chunk(x, domain_ranks), domain_ranks)
-    return DomainLayout(x=domain_ranks, padding=padding, x_cuts=(0, *(hi for _, hi in edges)))
+    return DomainTiling(x=domain_ranks, padding=padding, x_cuts=(0, *(hi for _, hi in edges)))
 
 
 @torch.no_grad()
@@ -255,7 +255,7 @@ def predict_store(
     if domain_ranks > 1:
         for path in paths:  # the x cuts at chunk boundaries must leave every rank enough points
             grid = store.group(path).grid
-            slab_layout(grid, domain_ranks, model.config.padding).slab(
+            slab_tiling(grid, domain_ranks, model.config.padding).slab(
                 (grid.snapshots, *grid.shape), 0
             )
     check_out(out_url, store_url, force)
@@ -341,8 +341,8 @@ def predict_groups(
         slab = None
         if domain is not None:
             grid = source.grid
-            layout = slab_layout(grid, domain.size, model.config.padding)
-            slab = layout.slab((grid.snapshots, *grid.shape), rank)
+            tiling = slab_tiling(grid, domain.size, model.config.padding)
+            slab = tiling.slab((grid.snapshots, *grid.shape), rank)
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
@@ -385,7 +385,7 @@ def main() -> None:
     job_file, init, k, rank = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=k)
     try:
-        domain = DomainGroup(None, DomainLayout(x=k), tuple(range(k)), rank)
+        domain = DomainGroup(None, DomainTiling(x=k), tuple(range(k)), rank)
         predict_groups(json.loads(Path(job_file).read_text()), rank, domain)
         dist.barrier()
     finally:

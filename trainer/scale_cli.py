@@ -1,5 +1,5 @@
 """``pdeladder scale``: what a run of the neural operator on a sample takes, per rank, or the
-smallest layout that fits a device (:mod:`pdeladder.trainer.distributed.scale`)."""
+smallest tiling that fits a device (:mod:`pdeladder.trainer.distributed.scale`)."""
 
 import json
 from dataclasses import asdict
@@ -128,7 +128,7 @@ def scale(
         training=not inference,
     )
     found = (
-        model.smallest_layout(run, dev, ranks // domain_ranks) if fit else model.estimate(run, dev)
+        model.smallest_tiling(run, dev, ranks // domain_ranks) if fit else model.estimate(run, dev)
     )
     if as_json:
         typer.echo(json.dumps(asdict(found), indent=2))

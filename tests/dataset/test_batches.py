@@ -13,7 +13,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 
 from .conftest import HEAT, array_sample
 
@@ -108,7 +108,7 @@ def test_domain_ranks_read_only_their_x_slab(store, monkeypatch):
     for k in (2, 3):
         parts = []
         for index in range(k):
-            domain = DomainGroup(None, DomainLayout(x=k), tuple(range(k)), index)
+            domain = DomainGroup(None, DomainTiling(x=k), tuple(range(k)), index)
             ds = StoreDataset(catalog, batch_size=2, seed=1, domain=domain)
             slab = domain.slab((FINE.snapshots, *FINE.shape))
             lo, hi = slab.lo[1], slab.hi[1]
@@ -127,6 +127,6 @@ def test_a_domain_that_splits_time_is_refused(tmp_path):
     grid = HEAT.grid(2, 9, 5)
     g = open_store(str(tmp_path / "store"), mode="a").require_group("s", HEAT, grid, n_samples=1)
     g.write(0, array_sample(grid, 0))
-    domain = DomainGroup(None, DomainLayout(t=2), (0, 1), 0)
+    domain = DomainGroup(None, DomainTiling(t=2), (0, 1), 0)
     with pytest.raises(UserInputError, match=f"{g.path}: .*the domain splits time"):
         StoreDataset(str(tmp_path / "store"), batch_size=1, domain=domain)

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from pdeladder.trainer.distributed.collectives import sum_replicated
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.distributed.slab import padding as pad_of
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -92,7 +92,7 @@ def loss_of(pred, weight, domain=None):
 
 
 def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
-    dims = ParallelDims.of(dist.get_world_size(), DomainLayout(*ranks, padding=padding))
+    dims = ParallelDims.of(dist.get_world_size(), DomainTiling(*ranks, padding=padding))
     domain = meshes(dims)
     torch.manual_seed(1)
     plain = LadderOperator(config(modes, padding))
@@ -132,7 +132,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
 
 def check_step(name, grid, modes, ranks, shard, meshes):
     world_size = dist.get_world_size()
-    dims = ParallelDims.of(world_size, DomainLayout(*ranks, padding=0.25), shard)
+    dims = ParallelDims.of(world_size, DomainTiling(*ranks, padding=0.25), shard)
     domain = meshes(ParallelDims.of(world_size, dims.domain))
     x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
     torch.manual_seed(4)
@@ -180,7 +180,7 @@ def check_losses_on_two_point_slabs(meshes) -> dict:
     from pdeladder.trainer.losses.data import relative_errors
     from pdeladder.trainer.losses.equation import relative_residual
 
-    dims = ParallelDims.of(4, DomainLayout(x=4, padding=0.25))
+    dims = ParallelDims.of(4, DomainTiling(x=4, padding=0.25))
     domain = meshes(dims)
     grid = Grid(1, 9, 6, 0.5)
     shape = (grid.snapshots, *grid.shape)
@@ -212,7 +212,7 @@ def check_resume_on_another_mesh(folder: str, meshes) -> dict:
     states = []
     for dims in (
         ParallelDims(world_size),
-        ParallelDims.of(world_size, DomainLayout(x=world_size, padding=0.25)),
+        ParallelDims.of(world_size, DomainTiling(x=world_size, padding=0.25)),
     ):
         torch.manual_seed(5 if not states else 6)  # different weights before the load
         model = LadderOperator(config(modes, 0.25))
@@ -244,7 +244,7 @@ def main() -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     built = {}
 
-    def meshes(dims):  # one mesh per layout: building one creates process groups
+    def meshes(dims):  # one mesh per tiling: building one creates process groups
         if dims not in built:
             built[dims] = dims.build("cpu")[1]
         return built[dims]

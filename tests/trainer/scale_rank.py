@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.loop import adamw
@@ -150,7 +150,7 @@ def sent(dims, domain) -> dict[str, dict[str, int]]:
 def main() -> None:
     rank, world_size, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
-    dims = ParallelDims.of(world_size, DomainLayout(x=world_size, padding=0.25))
+    dims = ParallelDims.of(world_size, DomainTiling(x=world_size, padding=0.25))
     domain = dims.build("cpu")[1]
     results = {
         "sent": sent(dims, domain),

@@ -19,7 +19,7 @@ import numpy as np, torch, torch.distributed as dist
 from pdeladder.solvers.registry import family_names, get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.halo import extended, with_halo
-from pdeladder.trainer.distributed.slab import DomainLayout, bounds
+from pdeladder.trainer.distributed.slab import DomainTiling, bounds
 from pdeladder.trainer.losses import equation_loss, relative_errors, relative_loss
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
@@ -51,11 +51,11 @@ def check_halo(name, domain, shape, widths):
     full = torch.randn(2, 2, *shape, generator=g)
 
     def ext_bounds(s):  # the extended box of rank s: [lo, hi) per split axis
-        slab = domain.layout.slab(shape, s)
+        slab = domain.tiling.slab(shape, s)
         out = []
         for a, axis in enumerate(("t", "x")):
             b, f = widths.get(axis, (0, 0))
-            split = (domain.layout.t, domain.layout.x)[a] > 1
+            split = (domain.tiling.t, domain.tiling.x)[a] > 1
             lo, hi = slab.lo[a], slab.hi[a]
             out.append((lo - b if split and lo > 0 else lo, hi + f if split and hi < shape[a] else hi))
         return out
@@ -152,7 +152,7 @@ for members, *_ in json.loads(plan):  # every rank creates every group, in the s
 for members, t, x, snapshots, resolution in json.loads(plan):
     if rank not in members:
         continue
-    domain = DomainGroup(groups.get(tuple(members)), DomainLayout(t, x), tuple(members), members.index(rank))
+    domain = DomainGroup(groups.get(tuple(members)), DomainTiling(t, x), tuple(members), members.index(rank))
     name = f"{t}x{x} T={snapshots} X={resolution}"
     for dim in (1, 2, 3):
         n = resolution if dim < 3 else min(resolution, 9)  # 3D: 9 points (uneven over 2 and 4)

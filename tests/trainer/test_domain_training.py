@@ -1,7 +1,7 @@
 """`pdeladder train --domain-ranks 2` on Ray Train: two workers that each hold an x slab of
 every sample (read as slabs from the store) train the same model, step by step, as one worker
 holding whole samples, through the supervised steps and the self-improvement phase (whose
-equation loss exchanges halos); bad layouts fail before anything is written."""
+equation loss exchanges halos); bad tilings fail before anything is written."""
 
 import subprocess
 import sys
@@ -77,13 +77,13 @@ def test_auto_picks_the_fewest_ranks_that_fit_the_budget(tiny, tmp_path):
     from pdeladder.errors import UserInputError
     from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.models.operator import OperatorConfig
 
     config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 1, 1))
     grid = (21, 257, 1, 1)
     one, two = (
-        peak_bytes(config, grid, 2, 8, DomainLayout(x=k, padding=0.25), 2, True) / 2**30
+        peak_bytes(config, grid, 2, 8, DomainTiling(x=k, padding=0.25), 2, True) / 2**30
         for k in (1, 2)
     )
     assert two < 0.6 * one

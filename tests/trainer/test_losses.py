@@ -108,10 +108,10 @@ def test_processor_round_trip(heat_batch):
 
 
 def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
 
     shape = (17, 9, 5, 1)
-    layout = DomainLayout(t=4, x=2)
+    layout = DomainTiling(t=4, x=2)
     whole = trapezoid_weights(shape)
     for i in range(layout.size):
         slab = layout.slab(shape, i)
@@ -120,11 +120,11 @@ def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
 
 
 def test_a_later_time_slab_needs_the_initial_state(heat_batch):
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.losses.equation import family_views
 
     batch, layout, truth = heat_batch
-    slab = DomainLayout(t=2).slab(truth.shape[2:], 1)
+    slab = DomainTiling(t=2).slab(truth.shape[2:], 1)
     part = truth[:, :, slab.lo[0] :]
     with pytest.raises(ValueError, match="initial"):
         family_views(part, part, batch, layout, slab)

@@ -233,14 +233,14 @@ REPLICATED_RANK = """
 import json, sys, torch, torch.distributed as dist
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.training.loop import adamw, save_training_state
 rank, world_size, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
 torch.manual_seed(0)  # as reference_case()
 operator = LadderOperator(OperatorConfig.from_json(json.loads(config)))
 x, family = torch.randn(2, 5, 4, 9, 7, 1), torch.tensor([0, 1])
-model = parallelize(operator, ParallelDims.of(2, DomainLayout(), "none"), None, torch.device("cpu"))
+model = parallelize(operator, ParallelDims.of(2, DomainTiling(), "none"), None, torch.device("cpu"))
 optimizer = adamw(model.parameters(), 1e-2)
 model(x[rank : rank + 1], family[rank : rank + 1]).square().mean().backward()  # its half
 grads = torch.cat([p.grad.flatten() for p in operator.parameters()])
@@ -277,12 +277,12 @@ def test_parameters_are_sharded_only_when_needed():
     or when only shards fit; ddp with split samples is a one-line error."""
     from pdeladder.trainer.distributed.choose import StageSizing, shard_for
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainLayout
+    from pdeladder.trainer.distributed.slab import DomainTiling
 
     config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 8, 1))
     grid = (11, 33, 33, 1)
     replicated, sharded = (
-        peak_bytes(config, grid, 2, 8, DomainLayout(padding=0.25), 2, False, fsdp=fsdp) / 2**30
+        peak_bytes(config, grid, 2, 8, DomainTiling(padding=0.25), 2, False, fsdp=fsdp) / 2**30
         for fsdp in (False, True)
     )
     assert sharded < replicated

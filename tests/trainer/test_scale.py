@@ -2,7 +2,7 @@
 
 - Activations: the bytes autograd saves in a training forward pass (every distinct storage the
   saved-tensor hooks see, parameters and the model input excluded) equal :func:`saved_bytes`
-  exactly, on whole samples and on each rank's slab of a 2-rank layout, with and without
+  exactly, on whole samples and on each rank's slab of a 2-rank tiling, with and without
   checkpointing and disk offload; so do the tensors one stage's recomputation saves.
 - Communication: the bytes :attr:`DomainGroup.sent` counts in one training step (the spectral
   all-reduce forward, backward and recomputed, the loss's sums, the H1 loss's halos) on 1 and
@@ -10,7 +10,7 @@
 - Peak memory: the tensor peak of a training step as the trainer takes it, measured on 1, 2
   and 4 gloo processes (2D and 3D samples, with and without checkpointing), is within 15 % of
   :func:`peak_bytes`.
-- ``pdeladder scale``: a layout, the fit search, and one-line errors with exit 2.
+- ``pdeladder scale``: a tiling, the fit search, and one-line errors with exit 2.
 """
 
 import json
@@ -26,7 +26,7 @@ from pdeladder.cli import app
 from pdeladder.errors import exit_on_error
 from pdeladder.trainer.distributed.memory import peak_bytes, saved_bytes
 from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
-from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
+from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 
 from .conftest import run_ranks
@@ -79,8 +79,8 @@ class SavedStorages:
 
 
 def slabs(grid, k):
-    layout = DomainLayout(x=k, padding=0.25)
-    return [layout.slab(grid, i) for i in range(k)] if k > 1 else [Slab.whole(grid)]
+    tiling = DomainTiling(x=k, padding=0.25)
+    return [tiling.slab(grid, i) for i in range(k)] if k > 1 else [Slab.whole(grid)]
 
 
 @pytest.mark.parametrize(("grid", "modes", "width", "batch"), GRIDS)
@@ -157,9 +157,9 @@ def test_domain_bytes_equal_the_counted_ones(measured, world_size):
 def test_peak_memory_is_predicted_within_15_percent(measured, world_size):
     ranks = measured(world_size)
     for name, (t, c, x, y, z), modes, width, batch, checkpointing in MEMORY:
-        layout = DomainLayout(x=world_size, padding=0.25)
+        tiling = DomainTiling(x=world_size, padding=0.25)
         cfg = rank_config(modes, width)
-        predicted = peak_bytes(cfg, (t, x, y, z), c, batch, layout, world_size, checkpointing)
+        predicted = peak_bytes(cfg, (t, x, y, z), c, batch, tiling, world_size, checkpointing)
         peak = max(results["memory"][name] for results in ranks)  # the largest rank's
         assert abs(predicted / peak - 1) <= 0.15, (name, predicted / 2**20, peak / 2**20)
     # the measurement sees the activations: checkpointing lowers it

@@ -1,6 +1,6 @@
 """Slabs tile the grid: the ranks' grid points cover ``[0, X)`` and their parts of the padded
 grid cover ``[0, X + pad)``, each without gap or overlap, for even splits (every rank holding an
-even share of the points and of the padding) and for explicit x cuts; bad layouts fail in one
+even share of the points and of the padding) and for explicit x cuts; bad tilings fail in one
 line."""
 
 import itertools
@@ -8,26 +8,26 @@ import itertools
 import pytest
 
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.distributed.slab import DomainLayout, padding
+from pdeladder.trainer.distributed.slab import DomainTiling, padding
 
 GRID = (6, 33, 7, 1)
 
 
 @pytest.mark.parametrize(
-    "layout",
+    "tiling",
     [
-        DomainLayout(x=2, padding=0.25),
-        DomainLayout(x=4, padding=0.25),
-        DomainLayout(x=5, padding=0.25),
-        DomainLayout(t=2, x=2, padding=0.25),
-        DomainLayout(x=3, padding=0.25, x_cuts=(0, 11, 22, 33)),
-        DomainLayout(x=4),
+        DomainTiling(x=2, padding=0.25),
+        DomainTiling(x=4, padding=0.25),
+        DomainTiling(x=5, padding=0.25),
+        DomainTiling(t=2, x=2, padding=0.25),
+        DomainTiling(x=3, padding=0.25, x_cuts=(0, 11, 22, 33)),
+        DomainTiling(x=4),
     ],
 )
-def test_slabs_tile_the_grid_and_the_padded_grid(layout):
-    pad = padding(GRID, layout.padding)
-    slabs = [layout.slab(GRID, i) for i in range(layout.size)]
-    for a, parts in ((0, layout.t), (1, layout.x)):
+def test_slabs_tile_the_grid_and_the_padded_grid(tiling):
+    pad = padding(GRID, tiling.padding)
+    slabs = [tiling.slab(GRID, i) for i in range(tiling.size)]
+    for a, parts in ((0, tiling.t), (1, tiling.x)):
         row = [s for s in slabs if all(s.lo[b] == 0 for b in (0, 1) if b != a)]
         assert len(row) == parts
         data = [(s.lo[a], s.hi[a]) for s in row]
@@ -36,7 +36,7 @@ def test_slabs_tile_the_grid_and_the_padded_grid(layout):
             assert spans[0][0] == 0 and spans[-1][1] == end
             assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(spans))
         assert all(hi - lo >= 2 for lo, hi in data)
-        if parts > 1 and layout.x_cuts is None:  # even shares of the points and the padding
+        if parts > 1 and tiling.x_cuts is None:  # even shares of the points and the padding
             points = [hi - lo for lo, hi in data]
             padded = [s.padded(pad).local_shape[a] for s in row]
             assert max(points) - min(points) <= 1 and max(padded) - min(padded) <= 2
@@ -44,11 +44,11 @@ def test_slabs_tile_the_grid_and_the_padded_grid(layout):
 
 def test_a_padded_slab_holds_its_points_then_its_padding():
     pad = padding(GRID, 0.25)  # 9 x points appended to 33
-    first, last = (DomainLayout(x=2, padding=0.25).slab(GRID, i).padded(pad) for i in (0, 1))
+    first, last = (DomainTiling(x=2, padding=0.25).slab(GRID, i).padded(pad) for i in (0, 1))
     assert first.ranges(1) == ((0, 16), (33, 37)) and first.local_shape[1] == 20
     assert last.ranges(1) == ((16, 33), (37, 42)) and last.local_shape[1] == 22
 
 
 def test_a_rank_with_one_grid_point_is_refused():
     with pytest.raises(UserInputError, match="leave a rank 1; each needs at least 2"):
-        DomainLayout(x=4, padding=0.25).slab((6, 7, 1, 1), 0)
+        DomainTiling(x=4, padding=0.25).slab((6, 7, 1, 1), 0)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.memory import peak_bytes
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import OperatorConfig
 
 
@@ -28,14 +28,14 @@ class StageSizing:
     def peak_gb(self, domain_ranks: int, *, fsdp: bool = True) -> float:
         """Predicted peak GiB of the largest rank over the stage's grids
         (:func:`~pdeladder.trainer.distributed.memory.peak_bytes`)."""
-        layout = DomainLayout(x=domain_ranks, padding=self.config.padding)
+        tiling = DomainTiling(x=domain_ranks, padding=self.config.padding)
         peak = max(
             peak_bytes(
                 self.config,
                 g,
                 self.channels,
                 self.batch,
-                layout,
+                tiling,
                 self.workers,
                 self.checkpointing,
                 fsdp=fsdp,
@@ -54,9 +54,9 @@ def domain_ranks_for(asked: int | str, sizing: StageSizing) -> int:
     workers, budget_gb = sizing.workers, sizing.budget_gb
 
     def fits_grids(k: int) -> None:
-        layout = DomainLayout(x=k, padding=sizing.config.padding)
+        tiling = DomainTiling(x=k, padding=sizing.config.padding)
         for grid in sizing.grids:
-            layout.slab(grid, k - 1)  # raises when the last rank would hold too few points
+            tiling.slab(grid, k - 1)  # raises when the last rank would hold too few points
 
     if asked != "auto":
         k = int(asked)

@@ -26,45 +26,45 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from pdeladder.trainer.distributed.slab import SPLIT_AXES, DomainLayout, Slab
+from pdeladder.trainer.distributed.slab import SPLIT_AXES, DomainTiling, Slab
 
 
 @dataclass(frozen=True)
 class DomainGroup:
-    """The ``layout.size`` ranks that hold slabs of the same sample.
+    """The ``tiling.size`` ranks that hold slabs of the same sample.
 
     Attributes:
         group: their process group (``None``: the default group).
-        layout: how they tile a sample.
+        tiling: how they tile a sample.
         ranks: their global ranks, by index in the group.
         index: this rank's index in the group.
         sent: bytes handed to each kind of collective since the counter was last cleared.
     """
 
     group: dist.ProcessGroup | None
-    layout: DomainLayout
+    tiling: DomainTiling
     ranks: tuple[int, ...]
     index: int
     sent: Counter = field(default_factory=Counter, compare=False)
 
     @property
     def size(self) -> int:
-        return self.layout.size
+        return self.tiling.size
 
     def slab(self, shape: tuple[int, ...]) -> Slab:
         """This rank's slab of a sample whose grid is ``shape`` ``(T, X, Y, Z)``."""
-        return self.layout.slab(shape, self.index)
+        return self.tiling.slab(shape, self.index)
 
     def neighbour(self, axis: str, step: int) -> int | None:
         """Global rank of the group's rank ``step`` (±1) parts away along ``axis`` ("t" or "x"),
         or ``None`` past the first or the last part."""
-        it, ix = self.layout.coordinate(self.index)
+        it, ix = self.tiling.coordinate(self.index)
         parts = (it, ix)
         a = SPLIT_AXES[axis]
         moved = parts[a] + step
-        if not 0 <= moved < (self.layout.t, self.layout.x)[a]:
+        if not 0 <= moved < (self.tiling.t, self.tiling.x)[a]:
             return None
-        index = self.layout.index(*(moved if b == a else parts[b] for b in (0, 1)))
+        index = self.tiling.index(*(moved if b == a else parts[b] for b in (0, 1)))
         return self.ranks[index]
 
 

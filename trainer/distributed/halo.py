@@ -9,7 +9,7 @@ one batch of point-to-point sends and receives between neighbours (:class:`_Halo
 names the tensor dimension of the split axis: in the model's ``(B, C, T, X, Y, Z)``, which the
 losses and residuals use, ``t`` is dimension 2 and ``x`` dimension 3.
 
-Along both split axes (t×x layouts) extend along ``t`` first, then along ``x``: the ``x``
+Along both split axes (t×x tilings) extend along ``t`` first, then along ``x``: the ``x``
 neighbours then send their time-extended planes, so the corner points arrive too (see
 :func:`extended`).
 """
@@ -118,7 +118,7 @@ def with_halo(
     must hold at least ``max(before, after)`` planes (halos come from the nearest neighbour
     only). ``x`` itself without a domain group or when ``axis`` is not split.
     """
-    if domain is None or (domain.layout.t, domain.layout.x)[SPLIT_AXES[axis]] == 1:
+    if domain is None or (domain.tiling.t, domain.tiling.x)[SPLIT_AXES[axis]] == 1:
         return x
     if x.shape[dim] < max(before, after):
         raise ValueError(

@@ -1,5 +1,5 @@
 """What one training rank holds at its peak, predicted from the model, the sample and the
-layout, so that ``domain_ranks: auto`` can pick the fewest domain ranks that fit a budget, and
+tiling, so that ``domain_ranks: auto`` can pick the fewest domain ranks that fit a budget, and
 ``pdeladder scale`` (:mod:`~pdeladder.trainer.distributed.scale`) can size runs no one can make
 here.
 
@@ -16,8 +16,8 @@ gathered parameters and the gradients alive then. ``tests/trainer/test_scale.py`
 peak against training steps measured on 1, 2 and 4 ranks, ``benchmarks/domain_parallel.py`` on
 a larger sample.
 
-``x`` is the rank's slab: the layout must cut the padded grid with the model's padding
-(``DomainLayout.padding``); the largest rank sets the peak.
+``x`` is the rank's slab: the tiling must cut the padded grid with the model's padding
+(``DomainTiling.padding``); the largest rank sets the peak.
 """
 
 import functools
@@ -29,7 +29,7 @@ import torch
 
 from pdeladder.trainer.distributed.fft import share_rows
 from pdeladder.trainer.distributed.offload import MIN_BYTES
-from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
+from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 
@@ -160,15 +160,15 @@ def transform_bytes(config: OperatorConfig, slab: Slab, batch: int) -> int:
     return COMPLEX * batch * config.width * (largest + 3 * math.prod(sel.block_shape))
 
 
-def largest_ranks(grid: tuple[int, int, int, int], layout: DomainLayout) -> list[Slab]:
-    """The slabs of an x layout that may set its peak: the parts of the padded x axis grow with
+def largest_ranks(grid: tuple[int, int, int, int], tiling: DomainTiling) -> list[Slab]:
+    """The slabs of an x tiling that may set its peak: the parts of the padded x axis grow with
     the rank (:func:`~pdeladder.trainer.distributed.slab.bounds`), so the rank holding the grid's
     last x point, the one before it (the largest part all of grid points) and the last rank
     (the most padding)."""
-    k, n = layout.x, grid[1]
-    total = n + padding(grid, layout.padding)[1]
+    k, n = tiling.x, grid[1]
+    total = n + padding(grid, tiling.padding)[1]
     last_point = -(-n * k // total) - 1  # the first part i with (i + 1) total // k >= n
-    return [layout.slab(grid, i) for i in sorted({max(last_point - 1, 0), last_point, k - 1})]
+    return [tiling.slab(grid, i) for i in sorted({max(last_point - 1, 0), last_point, k - 1})]
 
 
 def rank_bytes(
@@ -290,7 +290,7 @@ def peak_bytes(
     grid: tuple[int, int, int, int],
     channels: int,
     batch: int,
-    domain: DomainLayout,
+    domain: DomainTiling,
     world_size: int,
     checkpointing: bool,
     *,

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.slab import DomainLayout
+from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import LadderOperator
 
 
@@ -34,7 +34,7 @@ class ParallelDims:
     """``dp`` data-parallel groups of ``domain.size`` domain ranks each."""
 
     dp: int = 1
-    domain: DomainLayout = field(default_factory=DomainLayout)
+    domain: DomainTiling = field(default_factory=DomainTiling)
     #: FSDP2 shards parameters over ``"all"`` ranks, or over the ``"dp"`` groups only with
     #: each domain group holding them whole (HSDP: replicated over the domain ranks, whose
     #: gradient shares an all-reduce sums), or ``"none"``: every rank holds them whole and
@@ -42,7 +42,7 @@ class ParallelDims:
     shard: Literal["all", "dp", "none"] = "all"
 
     @classmethod
-    def of(cls, world_size: int, domain: DomainLayout, shard: str = "all") -> "ParallelDims":
+    def of(cls, world_size: int, domain: DomainTiling, shard: str = "all") -> "ParallelDims":
         """The dims for ``world_size`` ranks in domain groups of ``domain``, or a one-line error
         naming the numbers when the groups do not divide the ranks."""
         if world_size % domain.size:
@@ -75,7 +75,7 @@ class ParallelDims:
         group = mesh["domain"].get_group()
         domain = DomainGroup(
             group=group,
-            layout=self.domain,
+            tiling=self.domain,
             ranks=tuple(dist.get_process_group_ranks(group)),
             index=mesh["domain"].get_local_rank(),
         )

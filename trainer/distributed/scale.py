@@ -1,5 +1,5 @@
 """Scale on paper: per-rank memory, FLOPs, communication and a step-time lower bound of a run of
-the neural operator on a sample no one can run here, and the smallest layout that fits a device.
+the neural operator on a sample no one can run here, and the smallest tiling that fits a device.
 
 One model: memory is :mod:`~pdeladder.trainer.distributed.memory`'s (``auto`` uses it too); this
 module adds what a step computes and sends, per rank:
@@ -50,7 +50,7 @@ from pdeladder.trainer.distributed.memory import (
     transform_bytes,
 )
 from pdeladder.trainer.distributed.offload import OFFLOAD
-from pdeladder.trainer.distributed.slab import DomainLayout, Slab, padding
+from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import OperatorConfig
 
@@ -169,7 +169,7 @@ def device(name: str, **custom: float) -> Device:
 @dataclass(frozen=True)
 class Run:
     """What is run: the model, one sample ``(T, C, X, Y, Z)`` (``C`` stored channels), the
-    samples per data-parallel group, the layout (``ranks`` in groups of ``domain`` x ranks) and
+    samples per data-parallel group, the tiling (``ranks`` in groups of ``domain`` x ranks) and
     the step's settings."""
 
     config: OperatorConfig
@@ -202,7 +202,7 @@ class Run:
             raise UserInputError(f"offload: one of {OFFLOAD}, loss: one of {LOSSES}")
         if self.offload != "none" and not self.checkpointing:
             raise UserInputError("offload moves the checkpointed blocks' inputs: add checkpointing")
-        self.layout.slab(self.grid, self.domain - 1)  # one line when a rank holds too few x
+        self.tiling.slab(self.grid, self.domain - 1)  # one line when a rank holds too few x
 
     @property
     def grid(self) -> tuple[int, int, int, int]:
@@ -210,8 +210,8 @@ class Run:
         return (t, x, y, z)
 
     @property
-    def layout(self) -> DomainLayout:
-        return DomainLayout(x=self.domain, padding=self.config.padding)
+    def tiling(self) -> DomainTiling:
+        return DomainTiling(x=self.domain, padding=self.config.padding)
 
     @property
     def dp(self) -> int:
@@ -333,7 +333,7 @@ def estimate(run: Run, dev: Device) -> Estimate:
     """The per-rank memory, FLOPs, communication and step-time lower bound of ``run`` on
     ``dev`` (the largest rank of the domain group)."""
     cfg = run.config
-    slabs = largest_ranks(run.grid, run.layout)
+    slabs = largest_ranks(run.grid, run.tiling)
     channels = run.sample[1]
     if run.training:
         per = [
@@ -410,7 +410,7 @@ def inference_bytes(run: Run, slab: Slab) -> dict[str, int]:
     return parts | {"peak": sum(parts.values())}
 
 
-def smallest_layout(run: Run, dev: Device, dp: int = 1) -> Estimate:
+def smallest_tiling(run: Run, dev: Device, dp: int = 1) -> Estimate:
     """The fewest domain ranks (``dp`` groups of them, on as few nodes) whose largest rank's
     predicted peak fits ``dev``'s memory; a one-line error when none up to the grid's x points
     does."""
@@ -425,7 +425,7 @@ def smallest_layout(run: Run, dev: Device, dp: int = 1) -> Estimate:
         if found.fits:
             return found
     raise UserInputError(
-        f"no x layout of this sample fits {dev.name}'s {dev.memory / GB:g} GB: the least is "
+        f"no x tiling of this sample fits {dev.name}'s {dev.memory / GB:g} GB: the least is "
         f"{best.memory['peak'] / GB:.3g} GB per rank at k={best.run['domain']} (checkpointing, "
         f"offload, bf16 or a smaller batch help)"
     )

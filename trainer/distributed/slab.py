@@ -1,12 +1,12 @@
 """Which part of a sample's grid one rank holds: a :class:`Slab`, and how a domain group of
-ranks tiles the grid (:class:`DomainLayout`).
+ranks tiles the grid (:class:`DomainTiling`).
 
 A slab is the box ``[lo, hi)`` of a global ``(T, X, Y, Z)`` grid. Domain ranks split time and
-``x`` (DESIGN.md, "Domain parallelism"): a layout of ``t × x`` ranks gives rank ``(i, j)`` the
+``x`` (DESIGN.md, "Domain parallelism"): a tiling of ``t × x`` ranks gives rank ``(i, j)`` the
 ``i``-th time range and the ``j``-th ``x`` range, each as even as the axis allows
 (:func:`bounds`: uneven splits are legal, 17 points over 4 ranks are 4, 4, 4, 5).
 
-The model appends zero padding to each axis (:func:`padding`). A layout splits the grid points
+The model appends zero padding to each axis (:func:`padding`). A tiling splits the grid points
 and the padding evenly and separately: each rank holds its range of the points and, after them,
 its share of the padding (``Slab.padding_part``; on a padded slab the global range
 ``Slab.tail``, not adjacent to the points). So every rank holds an even share of both halves of
@@ -45,7 +45,7 @@ class Slab:
     and after it, per axis, the global points ``tail`` (a padded slab's share of the padding:
     the local axis holds ``[lo, hi)`` then ``[tail_lo, tail_hi)``; empty by default).
 
-    ``padding_part``: on a slab a layout cut, per axis, the part ``[a, b)`` of the padding
+    ``padding_part``: on a slab a tiling cut, per axis, the part ``[a, b)`` of the padding
     points appended past the axis's end (numbered from 0) that this rank holds after its grid
     points (:meth:`padded`); ``None``: the rank holding an axis's last point holds them all.
     """
@@ -104,7 +104,7 @@ class Slab:
 
 
 @dataclass(frozen=True)
-class DomainLayout:
+class DomainTiling:
     """How the ``t · x`` ranks of one domain group tile a sample: rank ``i · x + j`` of the
     group holds time range ``i`` of ``t`` and ``x`` range ``j`` of ``x``."""
 
@@ -116,7 +116,7 @@ class DomainLayout:
     def __post_init__(self):
         if self.t < 1 or self.x < 1:
             raise UserInputError(
-                f"domain layout: ranks per axis must be >= 1, got t={self.t}, x={self.x}"
+                f"domain tiling: ranks per axis must be >= 1, got t={self.t}, x={self.x}"
             )
 
     @property
@@ -149,7 +149,7 @@ class DomainLayout:
                 cuts = self.x_cuts
                 if len(cuts) != parts + 1 or cuts[0] != 0 or cuts[-1] != n:
                     raise UserInputError(
-                        f"domain layout: x cuts {cuts} do not split 0..{n} in {parts}"
+                        f"domain tiling: x cuts {cuts} do not split 0..{n} in {parts}"
                     )
                 spans = list(itertools.pairwise(cuts))
                 parts_held[a] = (0, pad[a] if part == parts - 1 else 0)
@@ -159,7 +159,7 @@ class DomainLayout:
             short = [h - lo for lo, h in spans if h - lo < MIN_POINTS]
             if short:
                 raise UserInputError(
-                    f"domain layout: {n} points along {name} over {parts} ranks leave a rank "
+                    f"domain tiling: {n} points along {name} over {parts} ranks leave a rank "
                     f"{short[0]}; each needs at least {MIN_POINTS}: use fewer ranks"
                 )
             lo[a], hi[a] = spans[part]

@@ -64,9 +64,9 @@ def _halos(
     halos = {}
     for axis, dim in FIELD_DIMS.items():
         reach, a = (glob[dim] - out[dim]) // 2, 0 if axis == "t" else 1
-        parts = (domain.layout.t, domain.layout.x)[a] if domain is not None else 1
+        parts = (domain.tiling.t, domain.tiling.x)[a] if domain is not None else 1
         if parts > 1 and reach:
-            parts_of = (domain.layout.slab(slab.shape, i) for i in range(domain.size))
+            parts_of = (domain.tiling.slab(slab.shape, i) for i in range(domain.size))
             fewest = min(part.hi[a] - part.lo[a] for part in parts_of)  # grid points, no padding
             if fewest < reach:
                 raise UserInputError(

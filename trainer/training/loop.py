@@ -36,7 +36,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainLayout, Slab
+from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
@@ -226,7 +226,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     clock = PhaseClock(device)
     cfg: StageConfig = config["stage"]
     padding = cfg.model.padding  # the slabs cut the padded grid
-    dims = ParallelDims.of(world_size, DomainLayout(x=cfg.domain_ranks, padding=padding), cfg.shard)
+    dims = ParallelDims.of(world_size, DomainTiling(x=cfg.domain_ranks, padding=padding), cfg.shard)
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
     dp_rank = dims.dp_rank(rank)
     torch.manual_seed(cfg.seed)
