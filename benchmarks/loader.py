@@ -247,7 +247,7 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
     sums = dataset.catalog.groups[group.path].checksums
     layout = dataset.catalog.layout
     processor = DataProcessor(layout)
-    mean, std = layout.stats["heat"]["mean"][0], layout.stats["heat"]["std"][0]
+    mean, std = layout.normalisation["heat"]["mean"][0], layout.normalisation["heat"]["std"][0]
     paths = [os.path.join(url, key) for i in order for key in group.chunks["fields"].keys(i)]
     sample = np.empty_like(samples[0].fields)
     buffer = memoryview(sample).cast("B")

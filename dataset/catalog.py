@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pdeladder.dataset.format import OK
-from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.moments import family_normalisation
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import UserInputError
@@ -80,7 +80,7 @@ class Catalog:
         paths such as ``"stage1/*"``; all groups if None), holding out the last ``held_out``
         of each (:func:`split`). ``layout``: the slots and statistics to batch in (a model's);
         by default the groups' families at their dimensions, with the groups' statistics
-        (:func:`~pdeladder.dataset.moments.family_stats`)."""
+        (:func:`~pdeladder.dataset.moments.family_normalisation`)."""
         store = open_store(url, storage_options=storage_options)
         opened = [store.group(p) for p in _select(store, groups)]
         status = {g.path: g.status() for g in opened}
@@ -88,7 +88,7 @@ class Catalog:
             layout = SlotLayout.for_families(
                 sorted({g.family for g in opened}), sorted({g.grid.dim for g in opened})
             )
-            layout.set_stats(family_stats(opened, status))
+            layout.set_normalisation(family_normalisation(opened, status))
         entries = {}
         for g in opened:
             layout.family_id(g.family)  # a family the layout has no slots for fails here

@@ -42,8 +42,9 @@ With ``normalise=True`` a batch also holds
 
 made in the reader threads, each job's samples right after their read, so that the consumer
 does not pay that pass. Either way one :class:`~pdeladder.dataset.slots.Normaliser` normalises
-(the layout's statistics: the store's moments, :func:`~pdeladder.dataset.moments.family_stats`):
-the trainer's data processor takes the loader's ``normalised`` where the batch holds it.
+(the layout's normalisation, from the store's moments:
+:func:`~pdeladder.dataset.moments.family_normalisation`): the trainer's data processor takes
+the loader's ``normalised`` where the batch holds it.
 
 Training reads batches by step (:meth:`StoreDataset.batch`, :meth:`StoreDataset.batches`), so
 a resumed run sees exactly the batches it would have seen. As an ``IterableDataset`` it yields

@@ -89,7 +89,7 @@ def describes(cached: dict[str, Any] | None, status: np.ndarray) -> bool:
     return bool(cached) and cached.get("status_crc") == zlib.crc32(status.tobytes())
 
 
-def family_stats(
+def family_normalisation(
     groups: Iterable[Any], status: dict[str, np.ndarray] | None = None
 ) -> dict[str, dict[str, tuple[float, float]]]:
     """The normaliser of a set of store groups: per family, per channel name, ``(mean, std)``

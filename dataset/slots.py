@@ -30,14 +30,15 @@ class SlotLayout:
     families: family names; a family's id is its index.
     slots: channel slot names.
     n_params: parameter slots.
-    stats: ``{family: {"mean": [C_slots], "std": [C_slots]}}`` (physical units; 0 and 1
-        where the family has no such channel or no data yet).
+    normalisation: ``{family: {"mean": [C_slots], "std": [C_slots]}}`` (physical units; 0
+        and 1 where the family has no such channel or no data yet). Its JSON key is ``stats``,
+        as every checkpoint's ``model.json`` holds it.
     """
 
     families: list[str]
     slots: list[str]
     n_params: int
-    stats: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    normalisation: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     @classmethod
     def for_families(cls, names: list[str], dims: list[int]) -> "SlotLayout":
@@ -51,15 +52,19 @@ class SlotLayout:
                     slots += [c for c in fam.channel_names(dim) if c not in slots]
             n_params = max(n_params, len(fam.Params.names()))
         families = list(dict.fromkeys(names))
-        stats = {f: {"mean": [0.0] * len(slots), "std": [1.0] * len(slots)} for f in families}
-        return cls(families, slots, n_params, stats)
+        unit = {f: {"mean": [0.0] * len(slots), "std": [1.0] * len(slots)} for f in families}
+        return cls(families, slots, n_params, unit)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["stats"] = data.pop("normalisation")
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SlotLayout":
-        return cls(**data)
+        data = dict(data)
+        normalisation = data.pop("stats")
+        return cls(**data, normalisation=normalisation)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -88,17 +93,17 @@ class SlotLayout:
         """Model input channels: initial state and mask per slot, then the parameter slots."""
         return 2 * len(self.slots) + self.n_params
 
-    # -- statistics ----------------------------------------------------------------------------
+    # -- normalisation -------------------------------------------------------------------------
 
-    def set_stats(self, stats: dict[str, dict[str, tuple[float, float]]]) -> None:
+    def set_normalisation(self, channels: dict[str, dict[str, tuple[float, float]]]) -> None:
         """Record ``{family: {channel: (mean, std)}}`` (physical units; the store's, from
-        :func:`pdeladder.dataset.moments.family_stats`) for the families of this layout; a
-        std of 0 is recorded as 1."""
-        for name, channels in stats.items():
-            if name not in self.stats:
+        :func:`pdeladder.dataset.moments.family_normalisation`) for the families of this
+        layout; a std of 0 is recorded as 1."""
+        for name, by_channel in channels.items():
+            if name not in self.normalisation:
                 continue
-            entry = self.stats[name]
-            for channel, (mean, std) in channels.items():
+            entry = self.normalisation[name]
+            for channel, (mean, std) in by_channel.items():
                 s = self.slots.index(channel)
                 entry["mean"][s] = float(mean)
                 entry["std"][s] = float(std) if std > 0 else 1.0
@@ -126,9 +131,9 @@ class Normaliser:
 
     def __init__(self, layout: SlotLayout, device: torch.device | str = "cpu"):
         n = len(layout.families)
-        stats = [layout.stats[f] for f in layout.families]
-        self.mean = torch.tensor([s["mean"] for s in stats], device=device).reshape(n, -1)
-        self.std = torch.tensor([s["std"] for s in stats], device=device).reshape(n, -1)
+        norm = [layout.normalisation[f] for f in layout.families]
+        self.mean = torch.tensor([s["mean"] for s in norm], device=device).reshape(n, -1)
+        self.std = torch.tensor([s["std"] for s in norm], device=device).reshape(n, -1)
 
     def mean_std(self, family: torch.Tensor, shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
         """Mean and std of each sample's family, ``(B, C)`` viewed as ``shape``."""

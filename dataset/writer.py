@@ -350,7 +350,7 @@ class WritableGroup(Group):
                     f"{self.where()}: fields must be float32{self.sample_shape}, got {got}"
                 )
 
-    def update_stats(self) -> dict[str, Any]:
+    def update_normalisation(self) -> dict[str, Any]:
         """Merge the per-sample moments and cache them in the ``normalization`` attribute
         (:func:`moments.normalisation`).
 

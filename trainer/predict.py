@@ -301,7 +301,7 @@ def predict_store(
     else:
         run_ranks(job, domain_ranks, {p: (targets[p], n) for p, (_, n) in pending.items()}, bars)
     for target in targets.values():
-        target.update_stats()
+        target.update_normalisation()
     return {path: n for path, (_, n) in pending.items()}
 
 

@@ -48,7 +48,7 @@ def mixed_store(tmp_path, heat_samples) -> tuple[str, dict]:
         data[(adv.path, k)] = _adv_sample(k).fields
         s = array_sample(LINE, 10 + k)
         data[(heat1.path, heat1.append(s))] = s.fields
-    heat2.update_stats()  # cached for one group, merged on the fly for the others
+    heat2.update_normalisation()  # cached for one group, merged on the fly for the others
     return url, data
 
 
@@ -66,9 +66,9 @@ def test_batches_restore_the_stored_samples(mixed_store):
     assert sorted(_seen(batches)) == sorted(data)  # every ok sample once, the failure never
     heat_all = np.concatenate([f.ravel() for (g, _), f in data.items() if "heat" in g])
     heat = layout.families.index("heat")
-    assert layout.stats["heat"]["mean"][0] == pytest.approx(heat_all.mean(), rel=1e-5)
-    assert layout.stats["heat"]["std"][0] == pytest.approx(heat_all.std(), rel=1e-5)
-    assert layout.stats["heat"]["std"][1:] == [1.0, 1.0]  # slots heat does not have
+    assert layout.normalisation["heat"]["mean"][0] == pytest.approx(heat_all.mean(), rel=1e-5)
+    assert layout.normalisation["heat"]["std"][0] == pytest.approx(heat_all.std(), rel=1e-5)
+    assert layout.normalisation["heat"]["std"][1:] == [1.0, 1.0]  # slots heat does not have
     for b in batches:
         B, T, C, X, Y, Z = b["fields"].shape
         assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["grid"].dim == 2 else (9, 1, 1))

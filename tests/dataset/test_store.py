@@ -100,7 +100,7 @@ def test_normalisation_statistics_match_numpy(store_url, heat_samples):
         group.write(k, sample)
     group.write(4, failed_sample())
     assert "normalization" not in group.attrs
-    stats = group.update_stats()
+    stats = group.update_normalisation()
     whole = np.stack([s.fields for s in heat_samples]).astype(np.float64)  # (N, T, C, X, Y, Z)
     assert stats["count"] == [whole.size]
     assert stats["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)

@@ -15,7 +15,7 @@ import torch
 
 from pdeladder.curriculum.loader import parse_curriculum
 from pdeladder.curriculum.plan import plan_stage
-from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.moments import family_normalisation
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.family import Sample, SolveStats
@@ -68,7 +68,7 @@ def write_store(spec, url: str) -> None:
             for i in range(plan.n):
                 params = fam.Params.from_vector(plan.params[i])
                 group.write(i, fam.run(params, plan.grid, int(plan.seeds[i])))
-            group.update_stats()
+            group.update_normalisation()
 
 
 @pytest.fixture(scope="session")
@@ -135,7 +135,7 @@ def known_store(tmp_path: Path) -> KnownStore:
         for i in range(KNOWN_SAMPLES):
             sample = Sample(name, fields(i), grid, fam.Params(), seed=100 + i, stats=SolveStats())
             group.write(i, sample)
-        group.update_stats()
+        group.update_normalisation()
         paths.append(group.path)
     return KnownStore(url, paths)
 
@@ -153,7 +153,7 @@ def save_operator(
     that trained on ``paths``; ``persistence``: its output is its input state, ``u(t) = u(0)``."""
     layout = SlotLayout.for_families(["heat", "darcy"], [1])
     store = open_store(store_url)
-    layout.set_stats(family_stats(store.group(p) for p in paths))
+    layout.set_normalisation(family_normalisation(store.group(p) for p in paths))
     torch.manual_seed(0)
     config = OperatorConfig(
         in_channels=layout.in_channels,

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from pdeladder.dataset.slots import Normaliser, SlotLayout
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.models import LadderOperator, OperatorConfig, load_model, save_model
 
@@ -31,3 +32,30 @@ def test_a_folder_without_a_model_is_a_clear_error(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(UserInputError, match="unknown model 'nope'"):
         load_model(tmp_path)
+
+
+#: The slot layout as a checkpoint written before the normalisation statistics had that name
+#: stored it (``metadata.layout`` of a heat, Darcy and Burgers model.json).
+EARLIER_LAYOUT = {
+    "families": ["heat", "darcy", "burgers"],
+    "slots": ["u", "a", "p"],
+    "n_params": 3,
+    "stats": {
+        "heat": {"mean": [0.035770810531099234, 0.0, 0.0], "std": [0.7207415757229836, 1.0, 1.0]},
+        "darcy": {
+            "mean": [0.0, -0.007024894684973612, 0.08538969575943844],
+            "std": [1.0, 0.6125862100663971, 0.05179346224016242],
+        },
+        "burgers": {
+            "mean": [-0.028001857439951604, 0.0, 0.0],
+            "std": [0.29162840143646374, 1.0, 1.0],
+        },
+    },
+}
+
+
+def test_an_earlier_checkpoints_layout_loads_and_is_written_back_the_same():
+    layout = SlotLayout.from_json(json.loads(json.dumps(EARLIER_LAYOUT)))
+    assert layout.normalisation["darcy"]["std"][2] == 0.05179346224016242
+    assert Normaliser(layout).std[1, 1].item() == pytest.approx(0.6125862100663971)
+    assert json.dumps(layout.to_json()) == json.dumps(EARLIER_LAYOUT)  # same keys, same order

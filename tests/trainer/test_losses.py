@@ -25,7 +25,7 @@ def heat_batch():
     layout = SlotLayout.for_families(["heat"], [2])
     fields = np.stack([s.fields for s in samples])
     params = np.stack([s.params.vector() for s in samples])
-    layout.set_stats({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
+    layout.set_normalisation({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
     batch = make_batch(layout, "heat", grid, fields, params, solved=True)
     return batch, layout, DataProcessor(layout).fields(batch)  # truth (B, C, T, X, Y, Z)
 

@@ -1,8 +1,8 @@
 """``training.replay``: a stage trains on its own groups and on those of the earlier stages it
-names, and the layout's statistics come from all of them."""
+names, and the layout's normalisation comes from all of them."""
 
 from pdeladder.curriculum.loader import parse_curriculum
-from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.moments import family_normalisation
 from pdeladder.dataset.store import open_store
 from pdeladder.trainer.training.run import build_layout, stage_config
 
@@ -25,11 +25,11 @@ def test_a_stage_trains_on_the_groups_it_replays(tiny) -> None:
     assert [u.grid.resolution for u in cfg.unsolved] == [33]  # draws: its own groups
 
     store = open_store(url)
-    both = family_stats(store.group(p) for p in cfg.paths)["heat"]["u"]
-    own = family_stats([store.group("s2/heat/1d_n33_t6")])["heat"]["u"]
+    both = family_normalisation(store.group(p) for p in cfg.paths)["heat"]["u"]
+    own = family_normalisation([store.group("s2/heat/1d_n33_t6")])["heat"]["u"]
     slot = layout.slots.index("u")
-    stats = (layout.stats["heat"]["mean"][slot], layout.stats["heat"]["std"][slot])
-    assert stats == both != own
+    norm = (layout.normalisation["heat"]["mean"][slot], layout.normalisation["heat"]["std"][slot])
+    assert norm == both != own
 
 
 def test_without_replay_a_stage_trains_on_its_own_groups(tiny) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pdeladder.dataset.format import group_path
-from pdeladder.dataset.moments import family_stats
+from pdeladder.dataset.moments import family_normalisation
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
@@ -84,7 +84,7 @@ def build_layout(spec, store_url: str, stages) -> SlotLayout:
     layout = SlotLayout.for_families(names, dims)
     store = open_store(store_url)
     paths = list(dict.fromkeys(p for s in stages for p in training_paths(spec, s, store_url)))
-    layout.set_stats(family_stats(store.group(p) for p in paths))
+    layout.set_normalisation(family_normalisation(store.group(p) for p in paths))
     return layout
 
 
