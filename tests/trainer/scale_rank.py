@@ -25,11 +25,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.loop import adamw
+from pdeladder.trainer.training.processor import DataProcessor
 
 #: (name, sample (T, C, X, Y, Z), modes, batch, checkpointing, loss)
 CASES = [
@@ -50,6 +52,12 @@ MEMORY = [
 
 def config(modes, width: int = 6) -> OperatorConfig:
     return OperatorConfig(3, 2, width=width, layers=3, modes=modes, families=1)
+
+
+def processor(channels: int) -> DataProcessor:
+    """The data processor of one family with ``channels`` slots and unit normalisation."""
+    unit = {"f": {"mean": [0.0] * channels, "std": [1.0] * channels}}
+    return DataProcessor(SlotLayout(["f"], [f"c{i}" for i in range(channels)], 0, unit))
 
 
 def held_bytes(*tensors: torch.Tensor) -> int:
@@ -97,9 +105,11 @@ def measured_peak(dims, domain, sample, modes, width, batch, checkpointing) -> i
     optimizer = adamw(model.parameters(), 1e-3)
     slab = domain.slab((t, x, y, z))
     g = torch.Generator().manual_seed(1)
-    fields = torch.randn(batch, t, c, *slab.local_shape[1:], generator=g)  # (B, T, C, x, Y, Z)
+    shape = (batch, t, c, *slab.local_shape[1:])  # the loader's (B, T, C, x, Y, Z)
+    fields, normalised = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     inputs = torch.randn(batch, 3, *slab.local_shape, generator=g)
-    target = fields.movedim(2, 1).contiguous()  # normalised, in model layout
+    # the target as the trainer takes it: the loader's normalised fields in the model's order
+    target = processor(c).normalised({"fields": fields, "normalised": normalised})
     family = torch.zeros(batch, dtype=torch.long)
     mask = torch.ones(batch, c, dtype=torch.bool)
 
