@@ -290,7 +290,7 @@ def peak_bytes(
     grid: tuple[int, int, int, int],
     channels: int,
     batch: int,
-    domain: DomainTiling,
+    tiling: DomainTiling,
     world_size: int,
     checkpointing: bool,
     *,
@@ -300,7 +300,7 @@ def peak_bytes(
 ) -> int:
     """Predicted peak tensor bytes of the largest rank for a sample of ``grid`` ``(T, X, Y, Z)``
     with ``channels`` stored channels, ``batch`` samples per data-parallel group, split over
-    ``domain`` within a run of ``world_size`` ranks."""
+    ``tiling`` within a run of ``world_size`` ranks."""
     return max(
         rank_bytes(
             config,
@@ -312,7 +312,7 @@ def peak_bytes(
             offload=offload,
             precision=precision,
             fsdp=fsdp,
-            domain=domain.size,
+            domain=tiling.size,
         )["peak"]
-        for slab in largest_ranks(grid, domain)
+        for slab in largest_ranks(grid, tiling)
     )
