@@ -18,8 +18,8 @@ write goes into a new folder, removed after its timing.
      in the consumer's thread (``StoreDataset`` then ``DataProcessor.normalised``); default
      codec and uncompressed.
    - h5py, as The Well's and PDEBench's loaders do it: the HDF5 file holds one dataset
-     ``t0_fields/u`` of shape ``(N, T, X, Y)``, contiguous and uncompressed (The Well's
-     layout); per sample ``torch.as_tensor(u[i])`` (one h5py read), normalised:
+     ``t0_fields/u`` of shape ``(N, T, X, Y)``, contiguous and uncompressed (as The Well's
+     files are); per sample ``torch.as_tensor(u[i])`` (one h5py read), normalised:
      ``(x - mean) / std`` (The Well's z-score normalisation), then ``torch.stack`` of the
      batch (the DataLoader's default collate). No checksum is verified. Single-threaded, as
      with ``num_workers=0``.
@@ -43,7 +43,7 @@ write goes into a new folder, removed after its timing.
    crash-safe reference: a write does both, so its ratio is at most the smaller of the two (with
    the two perfectly overlapped), and at most the ratio of their sum done one after the other
    on a machine whose cores share their memory bandwidth. Read, in one thread: reading each
-   sample's chunk file into one reused array, nothing else (what the per-file layout costs),
+   sample's chunk file into one reused array, nothing else (what one file per chunk costs),
    and that plus checking its CRC-32C and normalising it in place (what every sample needs),
    vs h5py.
 4. Wait: a consumer that spends ``COMPUTE_S`` of busy compute per batch, on physical batches
@@ -325,7 +325,7 @@ def rows(r: dict) -> list[tuple[str, float, float, str]]:
     out = []
     for codec in CODECS:
         read = r["read"][codec]
-        label = f"read: loader ({codec}) vs h5py, Well layout (physical batches)"
+        label = f"read: loader ({codec}) vs h5py on The Well's files (physical batches)"
         out.append((label, read["loader"], read["h5py"], ">= 1.0x"))
         label = f"read: loader ({codec}) normalising vs h5py (normalised batches)"
         out.append((label, read["loader normalised"], read["h5py normalised"], ">= 1.0x"))
