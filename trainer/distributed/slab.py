@@ -164,3 +164,17 @@ class DomainTiling:
                 )
             lo[a], hi[a] = spans[part]
         return Slab(shape, tuple(lo), tuple(hi), padding_part=tuple(parts_held))
+
+
+def input_slab(x, channels: int, name: str, slab: Slab | None = None) -> Slab:
+    """The slab of the global grid that the input ``x`` ``(B, channels, *slab.local_shape)``
+    holds (default: its whole grid), or a one-line :class:`UserInputError` naming ``name``, the
+    shape it needs and the shape it got."""
+    if slab is None and x.ndim == 6:
+        slab = Slab.whole(x.shape[2:])
+    if x.ndim != 6 or x.shape[1] != channels or tuple(x.shape[2:]) != slab.local_shape:
+        grid = "t, x, y, z" if slab is None else ", ".join(map(str, slab.local_shape))
+        raise UserInputError(
+            f"{name}: input must be (batch, {channels}, {grid}), got {tuple(x.shape)}"
+        )
+    return slab

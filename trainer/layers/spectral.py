@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.distributed.slab import Slab, input_slab
 from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform, kept_indices
 
 
@@ -66,14 +66,7 @@ class SpectralConv(nn.Module):
         """``(B, in, T, X, Y, Z)`` → ``(B, out, T, X, Y, Z)``; ``bias`` ``(out,)``, if given, is
         added to every point (as the zero-frequency coefficient: no pass over the output).
         ``slab``: the part of the global grid that ``x`` holds (default: all of it)."""
-        if slab is None and x.ndim == 6:
-            slab = Slab.whole(x.shape[2:])
-        if x.ndim != 6 or x.shape[1] != self.in_channels or x.shape[2:] != slab.local_shape:
-            grid = "t, x, y, z" if slab is None else ", ".join(map(str, slab.local_shape))
-            raise ValueError(
-                f"SpectralConv: input must be (batch, {self.in_channels}, {grid}), "
-                f"got {tuple(x.shape)}"
-            )
+        slab = input_slab(x, self.in_channels, "SpectralConv", slab)
         sel = ModeSelection.of(slab.shape, self.modes)  # from the global grid
         modes = self.transform.modes(sel)  # the kept modes this process mixes (all M here)
         # FFTs run in float32 even under mixed precision (half precision needs power-of-two sizes).

@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.distributed.offload import offloaded
-from pdeladder.trainer.distributed.slab import Slab, padding
+from pdeladder.trainer.distributed.slab import Slab, input_slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
 
 OUTPUTS = ("state", "change")
@@ -158,14 +158,7 @@ class LadderOperator(nn.Module):
         domain ranks (default: the whole grid); the output is the same part of the prediction.
         """
         cfg = self.config
-        if slab is None and x.ndim == 6:
-            slab = Slab.whole(x.shape[2:])
-        if x.ndim != 6 or x.shape[1] != cfg.in_channels or x.shape[2:] != slab.local_shape:
-            grid = "t, x, y, z" if slab is None else ", ".join(map(str, slab.local_shape))
-            raise UserInputError(
-                f"{self.name}: input must be (batch, {cfg.in_channels}, {grid}), "
-                f"got {tuple(x.shape)}"
-            )
+        slab = input_slab(x, cfg.in_channels, self.name, slab)
         if family.shape != (x.shape[0],) or family.dtype != torch.long:
             raise UserInputError(
                 f"{self.name}: family must be int64 ({x.shape[0]},), "
