@@ -1,20 +1,33 @@
 """One large sample solved on K = 1 and K = 2 MPI ranks (``pdeladder solve ... --ranks K``):
-solve speed-up, per-rank peak RSS (getrusage in each rank) and bytes written per rank.
+solve speed-up, per-rank peak RSS (getrusage in each rank) and bytes written per rank, and the
+linear solvers that K = 2 may use, measured against each other.
 
     python benchmarks/solve_ranks.py [--family heat --dim 2 --resolution 257 --snapshots 11]
+        [--solver NAME ...] [--repeat N]
 
-Each K is one ``pdeladder solve --ranks K`` into a fresh store in a temporary folder; the
-figures are those rank 0 reports (``wall_s``: the slowest rank's solve, imports and store
-writes excluded). The peak RSS includes the interpreter and its imports (DOLFINx, torch),
-the same on every rank; the ratio of the increments over an idle rank is printed too.
+Each run is one ``pdeladder solve --ranks K`` into a fresh store in a temporary folder; the
+figures are those rank 0 reports (``solve_s``: the slowest rank's time stepping, imports, mesh
+and store writes excluded; CPU seconds per rank in the solve). A round runs K = 1 (the serial
+solver), K = 2 with the parallel choice of ``fem.choose_solver``, then K = 2 with each
+``--solver`` (an entry of ``fem.SOLVERS``, passed in ``PDELADDER_PARALLEL_SOLVER``; it applies
+to a family's mass systems, as heat's), back to back; ``--repeat`` rounds alternate them, and
+the best and median of each are printed with the load average, since the cores are shared.
+The peak RSS includes the interpreter and its imports (DOLFINx, torch), the same on every
+rank; the ratio of the increments over an idle rank is printed too.
 """
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+
+from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV as ENV
+from pdeladder.solvers.fem import SOLVERS
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 IDLE = (
@@ -24,13 +37,39 @@ IDLE = (
 )
 
 
-def run(family: str, dim: int, resolution: int, snapshots: int, ranks: int) -> dict:
+def run(a: argparse.Namespace, ranks: int, solver: str | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        args = [PDELADDER, "solve", family, "--out", os.path.join(tmp, "store"), "--json"]
-        args += ["--dim", str(dim), "--resolution", str(resolution)]
-        args += ["--snapshots", str(snapshots), "--ranks", str(ranks)]
-        done = subprocess.run(args, capture_output=True, text=True, check=True)
+        args = [PDELADDER, "solve", a.family, "--out", os.path.join(tmp, "store"), "--json"]
+        args += ["--dim", str(a.dim), "--resolution", str(a.resolution)]
+        args += ["--snapshots", str(a.snapshots), "--ranks", str(ranks)]
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        env.update({ENV: solver} if solver else {})
+        done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
         return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def label(ranks: int, line: dict) -> str:
+    """``K = ranks: solver``, naming MUMPS where a factorization runs on more than one rank."""
+    mumps = " (MUMPS)" if ranks > 1 and line["linear_solver"] in ("cholesky", "lu") else ""
+    return f"K = {ranks}: {line['linear_solver']}{mumps}"
+
+
+def summary(name: str, lines: list[dict]) -> str:
+    wall, solve = ([line[key] for line in lines] for key in ("wall_s", "solve_s"))
+    cpu = [max(line["cpu_s_per_rank"]) for line in lines]
+    steps, its = lines[0]["steps"], lines[0]["krylov_iterations"]
+    return (
+        f"  {name:<32} wall best {min(wall):.2f} s, median {statistics.median(wall):.2f} s; "
+        f"solve best {min(solve):.2f} s ({1e3 * min(solve) / steps:.1f} ms/step), median "
+        f"{statistics.median(solve):.2f} s; {its / steps:.1f} Krylov its/step; CPU per rank "
+        f"median {statistics.median(cpu):.2f} s"
+    )
+
+
+def speed_up(one: list[dict], two: list[dict], key: str) -> str:
+    best = min(r[key] for r in one) / min(r[key] for r in two)
+    median = statistics.median(r[key] for r in one) / statistics.median(r[key] for r in two)
+    return f"best {best:.2f}x, median {median:.2f}x"
 
 
 def main() -> None:
@@ -39,29 +78,41 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=2)
     parser.add_argument("--resolution", type=int, default=257)
     parser.add_argument("--snapshots", type=int, default=11)
+    parser.add_argument("--solver", action="append", default=[], choices=sorted(SOLVERS))
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, alternated")
     a = parser.parse_args()
     idle = float(
         subprocess.run(
             [sys.executable, "-c", IDLE], capture_output=True, text=True, check=True
         ).stdout
     )
-    one, two = (run(a.family, a.dim, a.resolution, a.snapshots, k) for k in (1, 2))
-    print(f"{a.family} {a.dim}D {a.resolution}^{a.dim}, T = {a.snapshots}, {one['dofs']} dofs")
-    for line in (one, two):
-        print(
-            f"  K = {line['ranks']}: wall {line['wall_s']:.2f} s (solve {line['solve_s']:.2f} s), "
-            f"peak RSS per rank {line['peak_rss_mb_per_rank']} MB, "
-            f"bytes written per rank {line['bytes_per_rank']}"
-        )
-    peak1, peak2 = one["peak_rss_mb_per_rank"][0], max(two["peak_rss_mb_per_rank"])
-    print(f"  speed-up K=2 / K=1 (wall): {one['wall_s'] / two['wall_s']:.2f}x")
+    cases = [(1, None), (2, None), *((2, s) for s in a.solver)]
+    load = [os.getloadavg()[0]]
+    lines: dict[tuple[int, str | None], list[dict]] = {case: [] for case in cases}
+    for _ in range(a.repeat):
+        for ranks, solver in cases:
+            lines[ranks, solver].append(run(a, ranks, solver))
+    load.append(os.getloadavg()[0])
+    one, two = lines[1, None], lines[2, None]
+    print(
+        f"{a.family} {a.dim}D {a.resolution}^{a.dim}, T = {a.snapshots}, {one[0]['dofs']} dofs, "
+        f"{one[0]['steps']} steps, {a.repeat} round(s), load {load[0]:.1f} -> {load[1]:.1f}"
+    )
+    for (ranks, _), runs in lines.items():
+        print(summary(label(ranks, runs[0]), runs))
+    for (ranks, _), runs in lines.items():
+        if ranks > 1:
+            print(
+                f"  speed-up {label(ranks, runs[0])} / K = 1: wall "
+                f"{speed_up(one, runs, 'wall_s')}; solve {speed_up(one, runs, 'solve_s')}"
+            )
+    peak1, peak2 = one[0]["peak_rss_mb_per_rank"][0], max(two[0]["peak_rss_mb_per_rank"])
     print(
         f"  per-rank peak RSS K=2 / K=1: {peak2 / peak1:.2f} "
         f"(above an idle rank's {idle:.0f} MB: {(peak2 - idle) / (peak1 - idle):.2f})"
     )
-    print(
-        f"  bytes per rank K=2 / K=1: {max(two['bytes_per_rank']) / one['bytes_per_rank'][0]:.2f}"
-    )
+    ratio = max(two[0]["bytes_per_rank"]) / one[0]["bytes_per_rank"][0]
+    print(f"  bytes per rank K=2 / K=1: {ratio:.2f}")
 
 
 if __name__ == "__main__":

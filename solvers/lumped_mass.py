@@ -48,7 +48,7 @@ class LumpedDiffusion:
         self.mass = m.array.copy()
         m.destroy()
         self.dofs = V.dofmap.index_map.size_global
-        self.solver = choose_solver("mass", msh.topology.dim, self.dofs)
+        self.solver = choose_solver("mass", msh.topology.dim, self.dofs, msh.comm.size)
         self.A = assemble_matrix(fem.form(a))
         self.A.assemble()
         try:  # a failed set-up must not leave the matrix behind

@@ -218,7 +218,9 @@ def main(argv: list[str]) -> int:
         group.discard(index)
     index, slabs = comm.bcast((index, slabs), root=0)
     slab_grid = SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)
+    cpu = time.process_time()
     fields, stats, provenance = solve_slab(fam, params, slab_grid, spec["seed"], comm)
+    cpu = time.process_time() - cpu  # this rank's CPU seconds in the solve
     lo, hi = slabs[rank]
     written = 0
     if fields is not None:
@@ -228,7 +230,7 @@ def main(argv: list[str]) -> int:
         written = fields.nbytes
     del fields
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # bytes (Linux: KiB)
-    per_rank = comm.gather((written, peak), root=0)
+    per_rank = comm.gather((written, peak, cpu), root=0)
     comm.Barrier()  # every slab has landed
     if rank == 0:
         provenance = {**provenance, "ranks": ranks, "x_slabs": [list(s) for s in slabs]}
@@ -242,11 +244,14 @@ def main(argv: list[str]) -> int:
             "steps": stats.steps,
             "wall_s": round(stats.wall_s, 4),
             "solve_s": round(stats.solve_s, 4),
+            "linear_solver": provenance.get("linear_solver"),
+            "krylov_iterations": stats.krylov_iterations,
             "status": stats.status,
             "index": index,
             "x_slabs": [list(s) for s in slabs],
-            "bytes_per_rank": [w for w, _ in per_rank],
-            "peak_rss_mb_per_rank": [round(p / 2**20, 1) for _, p in per_rank],
+            "bytes_per_rank": [w for w, _, _ in per_rank],
+            "peak_rss_mb_per_rank": [round(p / 2**20, 1) for _, p, _ in per_rank],
+            "cpu_s_per_rank": [round(c, 3) for _, _, c in per_rank],
         }
         if stats.status != "ok":
             line["reason"] = stats.reason

@@ -65,7 +65,7 @@ class ImplicitEuler(TimeStepper):
         self.A = self.own(assemble_matrix(fem.form(system)))
         self.A.assemble()
         self.dofs = V.dofmap.index_map.size_global
-        self.solver = choose_solver("mass", msh.topology.dim, self.dofs)
+        self.solver = choose_solver("mass", msh.topology.dim, self.dofs, msh.comm.size)
         self.ksp = self.own(make_ksp(msh.comm, self.A, self.solver, prefix=f"heat_{id(self.A)}_"))
         self.source, self.load = source, None
         if source is not None:

@@ -83,7 +83,7 @@ class CrankNicolson(TimeStepper):
         for mat in (self.A, self.B, self.M):
             mat.assemble()
         self.dofs = V.dofmap.index_map.size_global
-        self.solver = choose_solver("mass", dim, self.dofs)
+        self.solver = choose_solver("mass", dim, self.dofs, msh.comm.size)
         self.ksp = self.own(make_ksp(msh.comm, self.A, self.solver, prefix=f"wave_{id(self.A)}_"))
         self.loads = []
         for form, s in source or ():

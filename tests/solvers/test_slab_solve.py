@@ -21,13 +21,15 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import UserInputError
 from pdeladder.solvers import get_family
-from pdeladder.solvers.fem import slab_cell_owners
+from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV, choose_solver, slab_cell_owners
 from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
 
 #: Largest |K-rank - serial| / max |serial| per family, 2 ranks, 2D at 17^2 and 5 snapshots
-#: (measured: 0 for all but burgers, whose serial solve is GMRES + ILU at rtol 1e-10 and
-#: parallel one MUMPS LU: 1.4e-8). The float32 fields resolve 6e-8 of their scale.
+#: (measured: 0 for darcy, advection_diffusion and navier_stokes; the mass systems, CG at rtol
+#: 1e-10 on 2 ranks against serial Cholesky: heat 7.2e-9, wave 7.0e-8, allen_cahn 4.7e-10,
+#: gray_scott 6.0e-8; burgers, GMRES + ILU at rtol 1e-10 serially and MUMPS LU in parallel:
+#: 1.4e-8). The float32 fields resolve 6e-8 of their scale.
 BOUNDS = {
     "heat": 1e-6,
     "wave": 1e-6,
@@ -89,6 +91,27 @@ def test_bad_ranks_are_one_line_exit_2_and_write_nothing(tmp_path, monkeypatch):
     assert not os.path.exists(url)
 
 
+def test_a_factorized_mass_system_on_ranks_is_solved_by_warm_cg_the_rest_as_on_one(
+    monkeypatch,
+):
+    monkeypatch.delenv(PARALLEL_SOLVER_ENV, raising=False)
+    kinds, sizes = ("mass", "elliptic", "nonsymmetric", "saddle"), ((2, 289), (2, 3e5), (3, 729))
+    for kind, (dim, dofs) in ((kind, size) for kind in kinds for size in sizes):
+        serial = choose_solver(kind, dim, dofs)
+        assert choose_solver(kind, dim, dofs, 1) == serial
+        parallel = "cg_asm_icc1_warm" if serial == "cholesky" and kind == "mass" else serial
+        assert choose_solver(kind, dim, dofs, 2) == parallel, (kind, dim, dofs)
+    assert choose_solver("mass", 2, 289) == "cholesky"  # factorized on one rank
+    monkeypatch.setenv(PARALLEL_SOLVER_ENV, "cholesky")  # MUMPS, as benchmarks/ compares
+    assert choose_solver("mass", 2, 289, 2) == "cholesky"
+    assert choose_solver("mass", 2, 289, 1) == "cholesky"
+    monkeypatch.setenv(PARALLEL_SOLVER_ENV, "cg_jacobi_warm")
+    assert choose_solver("mass", 2, 289, 1) == "cholesky"  # one rank keeps its solver
+    monkeypatch.setenv(PARALLEL_SOLVER_ENV, "mumps")
+    with pytest.raises(UserInputError, match="PDELADDER_PARALLEL_SOLVER='mumps' is not one of"):
+        choose_solver("mass", 2, 289, 2)
+
+
 def _solve(url: str, *extra: str) -> dict:
     args = ["solve", "heat", "--out", url, "--dim", "2", "--resolution", "17", "--snapshots", "5"]
     done = subprocess.run(
@@ -110,6 +133,9 @@ def test_two_ranks_write_their_slabs_reproducibly_and_match_the_serial_solve(tmp
     assert lines[0]["x_slabs"] == [[0, 9], [9, 17]]
     assert lines[0]["bytes_per_rank"] == [5 * 9 * 17 * 4, 5 * 8 * 17 * 4]
     assert group.info(0)["provenance"]["ranks"] == 2
+    assert group.info(0)["provenance"]["linear_solver"] == lines[0]["linear_solver"]
+    assert lines[0]["linear_solver"] == "cg_asm_icc1_warm" and lines[0]["krylov_iterations"] > 0
+    assert len(lines[0]["cpu_s_per_rank"]) == 2
     fam = get_family("heat")
     serial = fam.run(fam.Params(), fam.grid(2, 17, 5), 0).fields
     scale = np.abs(serial).max()
