@@ -67,9 +67,9 @@ class SelfImprovement(BaseModel):
     residual (``residual_weight``) while the stage's solver data anchor it (``data_anchor_weight``).
 
     The defaults keep the data term whole and the residual small: on the quick-start's 2D
-    groups, 50 steps at residual 1.0 with the data at 0.1-0.2 lowered the held-out residual and
-    raised the held-out nRMSE of every family (by 0.5-2 points), at residual 0.1 with the data
-    at 1.0 the nRMSE stayed within 0.001 of 50 more data-only steps (docs/trainer.md,
+    groups, 50 steps at residual 1.0 with the data at 0.2 lowered the held-out residual and
+    raised the held-out nRMSE of every family (by 0.7-2.1 points), at residual 0.1 with the data
+    at 1.0 the nRMSE stayed within 0.0011 of 50 more data-only steps (docs/trainer.md,
     "Training recipe")."""
 
     model_config = FROZEN
