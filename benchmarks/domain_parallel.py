@@ -23,7 +23,12 @@ activation checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4``
   wall time, each rank's process CPU time per step over the ``k = 1`` step's (the target read
   as CPU: ≤ 0.6x; other processes on the cores stretch the wall time, hardly the CPU time) and
   the load average (the wall figure counts where it is below 1.5). ``--timing-only`` runs
-  ``k = 1`` and ``k = 2`` alternately ``--rounds`` times and keeps each one's fastest round;
+  ``k = 1``, ``k = 2`` and the machine's ceiling for ``k = 2`` alternately ``--rounds`` times
+  and keeps each one's fastest round. The ceiling is what a perfect ``k = 2`` could reach on
+  these cores: two processes started together, each training the model alone (parameters
+  whole, no communication) on a sample of a ``k = 2`` slab's shape (at ``--size 128`` the
+  same padded shape and kept modes as a slab); it prints the ``k = 2`` speed-up, the
+  ceiling's and the fraction of it reached;
 - in one process, disk offload against checkpointing alone (target ≤ 1.10x the step time).
 
 It prints a table of ratios, writes ``domain_parallel.json`` and a PNG of memory per rank to
@@ -94,17 +99,21 @@ def rank_main(
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     cfg = config()
+    tiling = DomainTiling(x=world_size, padding=cfg.padding)
+    grid = (T, size, size, 1)
+    if shard == "alone":  # the ceiling: alone on a sample of this rank's slab's shape
+        # (the process group only starts the steps together)
+        grid, world_size, tiling = tiling.slab(grid, rank).local_shape, 1, DomainTiling()
     shard = (
         "none" if world_size == 1 else shard
     )  # one worker: parameters whole, as training holds them
-    dims = ParallelDims.of(world_size, DomainTiling(x=world_size, padding=cfg.padding), shard)
+    dims = ParallelDims.of(world_size, tiling, shard)
     domain = dims.build("cpu")[1] if world_size > 1 else None
     torch.manual_seed(0)
     model = LadderOperator(cfg)
     model.checkpointing = True
     model = parallelize(model, dims, domain, torch.device("cpu"))
     opt = adamw(model.parameters(), 1e-3)
-    grid = (T, size, size, 1)
     slab = domain.slab(grid) if domain else None
     local = slab.local_shape if slab else grid
     x = torch.randn(1, cfg.in_channels, *local)
@@ -157,7 +166,8 @@ def rank_main(
 
 
 def run_ranks(k: int, size: int, steps: int, folder: str, shard: str = "all") -> list[dict]:
-    """``k`` rank processes on one sample, FSDP2 over ``shard`` ("all" ranks or "dp")."""
+    """``k`` rank processes on one sample, FSDP2 over ``shard`` ("all" ranks or "dp"); or,
+    with ``shard="alone"``, each on a sample of its slab's shape by itself (the ceiling)."""
     tag = f"{k}-{size}-{shard}-{time.monotonic_ns()}"  # a fresh rendezvous file each run
     init, out = f"file://{folder}/rdv-{tag}", f"{folder}/out-{tag}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -213,12 +223,14 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def timing(rounds: list[dict[int, list[dict]]], name: str) -> dict:
+def timing(rounds: list[dict], name: str) -> dict:
     """Step time and process CPU time per step, ``k = 2`` (its slowest rank) against ``k = 1``,
-    each from its fastest of ``rounds``."""
-    wall = {k: min(max(r["step_s"] for r in runs[k]) for runs in rounds) for k in (1, 2)}
-    cpu = {k: min(max(r["cpu_s"] for r in runs[k]) for runs in rounds) for k in (1, 2)}
-    threads = sorted({r["threads"] for runs in rounds for ranks in runs.values() for r in ranks})
+    and, where the rounds hold it, the ceiling (``"alone"``) against both, each from its
+    fastest of ``rounds``."""
+    runs = [k for k in (1, 2, "alone") if k in rounds[0]]
+    wall = {k: min(max(r["step_s"] for r in ranks[k]) for ranks in rounds) for k in runs}
+    cpu = {k: min(max(r["cpu_s"] for r in ranks[k]) for ranks in rounds) for k in runs}
+    threads = sorted({r["threads"] for ranks in rounds for rs in ranks.values() for r in rs})
     load = os.getloadavg()[0]
     result = {
         "wall_s": wall,
@@ -227,13 +239,25 @@ def timing(rounds: list[dict[int, list[dict]]], name: str) -> dict:
         "cpu_ratio": cpu[2] / cpu[1],
         "load_average": load,
     }
+    quiet = "quiet" if load < 1.5 else "not quiet, does not count"
     print(
         f"k=2 / k=1, {name}: CPU time per rank {result['cpu_ratio']:.2f}x (target <= 0.6x; "
         f"{cpu[2]:.3f} s / {cpu[1]:.3f} s); wall speedup {result['speedup']:.2f}x "
-        f"(target >= 1.6x; {wall[1]:.3f} s / {wall[2]:.3f} s; "
-        f"{'quiet' if load < 1.5 else 'not quiet, does not count'}: load average {load:.1f}); "
-        f"threads per rank {threads}"
+        f"(target >= 1.6x; {wall[1]:.3f} s / {wall[2]:.3f} s; {quiet}: load average "
+        f"{load:.1f}); threads per rank {threads}"
     )
+    if "alone" in runs:
+        result |= {
+            "ceiling_speedup": wall[1] / wall["alone"],
+            "ceiling_cpu_ratio": cpu["alone"] / cpu[1],
+            "fraction_of_ceiling": wall["alone"] / wall[2],
+        }
+        print(
+            f"ceiling for k=2 (two processes alone on slab-shaped samples, no communication): "
+            f"wall speedup {result['ceiling_speedup']:.2f}x ({wall['alone']:.3f} s), CPU time "
+            f"per process {result['ceiling_cpu_ratio']:.2f}x ({cpu['alone']:.3f} s); k=2 "
+            f"reaches {result['fraction_of_ceiling']:.2f} of the ceiling's speedup ({quiet})"
+        )
     return result
 
 
@@ -260,6 +284,7 @@ def main() -> None:
         if args.timing_only:
             rounds = [
                 {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2)}
+                | {"alone": run_ranks(2, args.size, args.steps, folder, shard="alone")}
                 for _ in range(args.rounds)
             ]
             timing(rounds, "FSDP2 over all")
