@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 6, as data.
+"""The pdeladder store format, version 7, as data.
 
 The store (:mod:`pdeladder.dataset.store`) creates a group with the attributes of
 :func:`group_metadata` and exactly the arrays :func:`array_specs` lists, and the verifier
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from pdeladder.solvers.grid import Grid
 
 FORMAT_NAME = "pdeladder"
-FORMAT_VERSION = 6
-#: Versions this code reads (and writes samples into). Version 5 kept a sample's parameters,
+FORMAT_VERSION = 7
+#: Versions this code reads (and writes samples into). Version 6 kept one more solver
+#: statistic (see :func:`solver_stats`); version 5 kept a sample's parameters,
 #: seed and statistics in arrays of their own and a checksum and moments per chunk even for a
 #: one-chunk sample (see :func:`recorded`); version 4 kept one checksum and one set of moments
 #: per sample and never split ``x`` (see :func:`split_x`); version 3 also differs in
@@ -61,14 +62,19 @@ DEFAULT_COMPRESSION = "blosc-lz4"
 #: Per-sample solver statistics: name -> (dtype of the value, units, long_name). They are the
 #: columns of one float64 array ``stats (N, S)`` (integers up to 2**53 are exact in float64),
 #: named by the coordinate ``stat``; one array instead of one per statistic keeps a sample's
-#: write to a few chunk writes.
+#: write to a few chunk writes. A group's own list is :func:`solver_stats`.
 SOLVER_STATS: dict[str, tuple[str, str, str]] = {
     "dofs": ("int64", "1", "degrees of freedom of the discrete problem"),
     "steps": ("int64", "1", "time steps taken"),
     "wall_s": ("float64", "s", "wall time of the sample's run"),
     "solve_s": ("float64", "s", "time spent in linear and nonlinear solves"),
     "krylov_iterations": ("int64", "1", "Krylov iterations, summed over all solves"),
-    "nonlinear_iterations": ("int64", "1", "Newton iterations, summed over all solves"),
+}
+#: Statistics groups of earlier versions store after :data:`SOLVER_STATS`: name -> (the last
+#: version with it, its spec). Written into such a group as 0, the value it always had (every
+#: family's scheme is linearised: no Newton iterations).
+RETIRED_STATS: dict[str, tuple[int, tuple[str, str, str]]] = {
+    "nonlinear_iterations": (6, ("int64", "1", "Newton iterations, summed over all solves")),
 }
 
 #: Attributes every group carries (``verify`` checks their presence and types).
@@ -176,6 +182,14 @@ def recorded(meta: dict[str, Any]) -> bool:
     return _version(meta) >= 6
 
 
+def solver_stats(meta: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """The solver statistics a group stores, in order (the coordinate ``stat``):
+    :data:`SOLVER_STATS`, then the :data:`RETIRED_STATS` its version still has."""
+    version = _version(meta)
+    retired = {name: spec for name, (last, spec) in RETIRED_STATS.items() if version <= last}
+    return {**SOLVER_STATS, **retired}
+
+
 def blocked(meta: dict[str, Any]) -> bool:
     """Whether a group keeps a checksum and moments per ``fields`` chunk: version 5, and from
     version 6 a group whose samples have more than one chunk (``chunk_checksum``,
@@ -194,12 +208,12 @@ def digest_arrays(meta: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def record_fields(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fields of a version-6 sample ``record``, in order, packed little-endian, no
+    """The fields of a sample ``record`` (version 6 on), in order, packed little-endian, no
     padding (every float64 at a multiple of 8 bytes): ``name``, numpy ``dtype``, ``shape``,
     byte ``offset``, ``long_name``, and the ``dims`` of its shape (the group's coordinate
     names: a field decoded for every sample is an array of dims ``("sample", *dims)``). A
     record never written reads as bytes 0xFF: NaN floats, seed -1, checksum 0xFFFFFFFF."""
-    P, S, C = len(meta["parameters"]), len(SOLVER_STATS), len(meta["channels"])
+    P, S, C = len(meta["parameters"]), len(solver_stats(meta)), len(meta["channels"])
     fields = [
         ("seed", "<i8", (), (), "random seed"),
         (
@@ -236,7 +250,7 @@ def record_fields(meta: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def record_dtype(meta: dict[str, Any]) -> np.dtype:
-    """The numpy structured dtype of a version-6 ``record`` (:func:`record_fields`): view a
+    """The numpy structured dtype of a group's ``record`` (:func:`record_fields`): view a
     record's bytes ``(N, R)`` uint8 as ``(N, 1)`` of it."""
     fields = record_fields(meta)
     return np.dtype(
@@ -368,7 +382,8 @@ def identity(meta: dict[str, Any]) -> dict[str, Any]:
 def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     """The arrays of a group with attributes ``meta`` holding ``n`` samples, coordinates first."""
     T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
-    S = len(SOLVER_STATS)
+    stats = solver_stats(meta)
+    S = len(stats)
     X, Y, Z = spatial_shape(meta)
     (ct, cx), (BT, BX) = field_chunks(meta), field_blocks(meta)
     chan_units = [c["units"] for c in meta["channels"]]
@@ -457,8 +472,8 @@ def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
                 (1, S),
                 {
                     "long_name": "solver statistics",
-                    "units": [units for _, units, _ in SOLVER_STATS.values()],
-                    "stat_long_names": [long for _, _, long in SOLVER_STATS.values()],
+                    "units": [units for _, units, _ in stats.values()],
+                    "stat_long_names": [long for _, _, long in stats.values()],
                 },
                 float("nan"),
             ),
@@ -475,10 +490,10 @@ RECORD_FILL = 0xFF
 
 
 def _record(meta: dict[str, Any], n: int) -> ArraySpec:
-    """Version 6: one fixed-width record per sample, written at its commit (seed,
+    """From version 6: one fixed-width record per sample, written at its commit (seed,
     parameters, statistics, checksum, moments: :func:`record_fields`), one chunk each."""
     R = record_dtype(meta).itemsize
-    stats = list(SOLVER_STATS.values())
+    stats = list(solver_stats(meta).values())
     attrs = {
         "long_name": "sample record: seed, parameters, solver statistics, checksum, moments",
         "record_fields": record_fields(meta),
@@ -547,5 +562,5 @@ def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:
         out[name] = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
     out["channel"] = np.array([c["name"] for c in meta["channels"]], dtype=object)
     out["parameter"] = np.array([p["name"] for p in meta["parameters"]], dtype=object)
-    out["stat"] = np.array(list(SOLVER_STATS), dtype=object)
+    out["stat"] = np.array(list(solver_stats(meta)), dtype=object)
     return out

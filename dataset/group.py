@@ -209,7 +209,7 @@ class Group:
             "stats": {
                 k: int(v) if dtype.startswith("int") and np.isfinite(v) else float(v)
                 for (k, (dtype, _, _)), v in zip(
-                    fmt.SOLVER_STATS.items(), np.asarray(stats).tolist(), strict=True
+                    fmt.solver_stats(self.attrs).items(), np.asarray(stats).tolist(), strict=True
                 )
             },
             "checksum": self._sample_checksum(crc),
@@ -348,7 +348,7 @@ class Group:
 
     @cached_property
     def _record_names(self) -> frozenset[str]:
-        """The names :meth:`column` and :meth:`_records` take from ``record`` (version 6)."""
+        """The names :meth:`column` and :meth:`_records` take from ``record`` (version 6 on)."""
         return frozenset(self._record_dtype.names) if self.recorded else frozenset()
 
     def _records(self, index: int, *names: str) -> list[Any]:

@@ -240,7 +240,7 @@ class WritableGroup(Group):
             records = {
                 "params": sample.params.vector(),
                 "seed": sample.seed,
-                "stats": _stats(sample),
+                "stats": _stats(sample, self.attrs),
                 "provenance": provenance,
             }
         if not sample.ok:
@@ -293,7 +293,7 @@ class WritableGroup(Group):
     def _record_bytes(
         self, sample: Sample | None, crc: int | None = None, moments: np.ndarray | None = None
     ) -> np.ndarray:
-        """A format-6 record ``(R,)`` uint8: ``sample``'s seed, parameters and statistics and
+        """A record ``(R,)`` uint8 (format 6 on): ``sample``'s seed, parameters and statistics and
         the fields' checksum and ``(C, 3)`` moments, each left as never written (0xFF bytes)
         where None."""
         row = np.full(self.chunks["record"].shape, fmt.RECORD_FILL, np.uint8)
@@ -301,7 +301,7 @@ class WritableGroup(Group):
         if sample is not None:
             record["seed"] = sample.seed
             record["params"] = sample.params.vector()
-            record["stats"] = _stats(sample)
+            record["stats"] = _stats(sample, self.attrs)
         if crc is not None:
             record["checksum"], record["moments"] = crc, moments
         return row
@@ -377,9 +377,11 @@ class WritableGroup(Group):
 _X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1, "chunk_checksum": 1, "chunk_moments": 1}
 
 
-def _stats(sample: Sample) -> list[float]:
-    """``sample``'s solver statistics in the order of ``format.SOLVER_STATS``."""
-    return [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
+def _stats(sample: Sample, meta: dict[str, Any]) -> list[float]:
+    """``sample``'s solver statistics in the order of the group's (:func:`format.solver_stats`),
+    a retired one as 0 (:data:`format.RETIRED_STATS`)."""
+    names = fmt.solver_stats(meta)
+    return [float(getattr(sample.stats, n)) if n in fmt.SOLVER_STATS else 0.0 for n in names]
 
 
 def _writers() -> futures.ThreadPoolExecutor:

@@ -111,7 +111,6 @@ class SolveStats:
     wall_s: float = 0.0
     solve_s: float = 0.0
     krylov_iterations: int = 0
-    nonlinear_iterations: int = 0
     status: Literal["ok", "failed"] = "ok"
     reason: str = ""
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from typer.testing import CliRunner
 
+from pdeladder.dataset import cli
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import FAILED, MISSING, OK
 from pdeladder.dataset.group import read_samples, sample_checksum
@@ -458,6 +460,59 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     reopened = open_store(str(tmp_path / "v3"))
     np.testing.assert_array_equal(reopened.group(old.path).read(1), samples[1].fields)
     assert store_problems(reopened) == {old.path: []}
+
+
+def test_version_6_groups_keep_their_statistics_and_record_width(tmp_path, monkeypatch):
+    """A version 6 group (a sixth solver statistic, ``nonlinear_iterations``, in its record and
+    its ``stat`` coordinate) is read, verified, shown and resumed as it was made: samples
+    written into it by this version, whole or in slabs, fill the retired statistic with 0."""
+    url = str(tmp_path / "store")
+    samples = [array_sample(GRID, k) for k in range(3)]
+    with monkeypatch.context() as m:
+        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 6})
+        old = open_store(url, mode="a").require_group("v6", HEAT, GRID, n_samples=4, chunk_x=5)
+    old.write(0, samples[0])
+    resumed = open_store(url, mode="a").require_group("v6", HEAT, GRID, n_samples=4, chunk_x=5)
+    assert resumed.attrs["format_version"] == 6 and resumed.blocked
+    resumed.write(1, samples[1])
+    record = array_sample(GRID, 2)
+    record.fields = None
+    for lo, hi in fmt.slabs(9, 5, 2):
+        resumed.write_slab(2, lo, hi, np.ascontiguousarray(samples[2].fields[:, :, lo:hi]))
+    resumed.commit(2, record)
+    resumed.write(3, failed_sample())
+    new = open_store(url, mode="a").require_group("v7", HEAT, GRID, n_samples=1)
+    new.write(0, samples[0])
+
+    raw = zarr.open_group(url)
+    stats = [*fmt.SOLVER_STATS, "nonlinear_iterations"]
+    assert raw[old.path]["stat"][:].tolist() == stats
+    assert raw[new.path]["stat"][:].tolist() == list(fmt.SOLVER_STATS)
+    assert raw[old.path]["record"].shape == (4, 8 * (2 + 6 + 3) + 12)  # P = 2, S = 6, C = 1
+    assert raw[new.path]["record"].shape == (1, 8 * (2 + 5 + 3) + 12)
+    reread = open_store(url).group(old.path)
+    for k, s in enumerate(samples):
+        np.testing.assert_array_equal(reread.read(k), s.fields)
+        info = reread.info(k)
+        assert list(info["stats"]) == stats and info["stats"]["nonlinear_iterations"] == 0
+        assert info["seed"] == k and info["stats"]["dofs"] == GRID.points
+    assert list(open_store(url).group(new.path).info(0)["stats"]) == list(fmt.SOLVER_STATS)
+    assert store_problems(reread.store) == {old.path: [], new.path: []}
+
+    from pdeladder.dataset.view import open_group
+
+    for path, width in ((old.path, 6), (new.path, 5)):
+        ds = open_group(url, path)
+        assert ds["stats"].shape[1] == ds["stat"].size == width
+        assert ds["stats"].sel(stat="dofs").values[0] == GRID.points
+    assert (
+        open_group(url, old.path)["stats"].sel(stat="nonlinear_iterations").values[:3].tolist()
+        == [0] * 3
+    )
+    result = CliRunner().invoke(cli.app, ["inspect", url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["group"]: r for r in json.loads(result.output)["groups"]}
+    assert (rows[old.path]["ok"], rows[old.path]["failed"], rows[new.path]["ok"]) == (3, 1, 1)
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
