@@ -31,8 +31,8 @@ class SlotLayout:
     slots: channel slot names.
     n_params: parameter slots.
     normalisation: ``{family: {"mean": [C_slots], "std": [C_slots]}}`` (physical units; 0
-        and 1 where the family has no such channel or no data yet). Its JSON key is ``stats``,
-        as every checkpoint's ``model.json`` holds it.
+        and 1 where the family has no such channel or no data yet). Its JSON key is
+        ``normalisation`` (``stats`` in checkpoints written before, still read).
     """
 
     families: list[str]
@@ -56,15 +56,14 @@ class SlotLayout:
         return cls(families, slots, n_params, unit)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["stats"] = data.pop("normalisation")
-        return data
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SlotLayout":
         data = dict(data)
-        normalisation = data.pop("stats")
-        return cls(**data, normalisation=normalisation)
+        if "stats" in data:  # a checkpoint written before the key was named normalisation
+            data["normalisation"] = data.pop("stats")
+        return cls(**data)
 
     # -- lookups -------------------------------------------------------------------------------
 
