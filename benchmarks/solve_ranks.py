@@ -49,9 +49,9 @@ def run(a: argparse.Namespace, ranks: int, solver: str | None) -> dict:
 
 
 def label(ranks: int, line: dict) -> str:
-    """``K = ranks: solver``, naming MUMPS where a factorization runs on more than one rank."""
-    mumps = " (MUMPS)" if ranks > 1 and line["linear_solver"] in ("cholesky", "lu") else ""
-    return f"K = {ranks}: {line['linear_solver']}{mumps}"
+    """``K = ranks: solver``, as the sample's provenance names it (MUMPS where a factorization
+    runs on more than one rank)."""
+    return f"K = {ranks}: {line['linear_solver']}"
 
 
 def summary(name: str, lines: list[dict]) -> str:

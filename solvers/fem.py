@@ -279,6 +279,14 @@ def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
     return options
 
 
+def solver_provenance(comm: MPI.Comm, solver: str) -> str:
+    """The named solver as a sample's provenance records it (``linear_solver``): what runs on
+    ``comm``, the :data:`SOLVERS` name followed by the package that factorizes, where one does
+    (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank)."""
+    package = solver_options(comm, solver).get("pc_factor_mat_solver_type")
+    return f"{solver} ({package.upper()})" if package else solver
+
+
 def make_ksp(comm: MPI.Comm, A: Any, solver: str, prefix: str) -> Any:
     """A PETSc KSP for the matrix ``A`` with the named settings, set up once for reuse.
 

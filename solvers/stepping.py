@@ -17,7 +17,7 @@ import numpy as np
 
 from pdeladder.errors import SolveError
 from pdeladder.solvers.family import SolveStats
-from pdeladder.solvers.fem import GridSampler
+from pdeladder.solvers.fem import GridSampler, solver_provenance
 from pdeladder.solvers.grid import Grid
 
 
@@ -159,6 +159,6 @@ class TimeStepper(ABC):
         return {
             "time_step": self.tau,
             "mesh": f"{self.msh.topology.cell_name()} {grid.cells}^{grid.dim}",
-            "linear_solver": self.solver,
+            "linear_solver": solver_provenance(self.msh.comm, self.solver),
             **described,
         }

@@ -33,6 +33,7 @@ from pdeladder.solvers.fem import (
     grid_mesh,
     l2_norm,
     solver_options,
+    solver_provenance,
 )
 from pdeladder.solvers.grid import Grid
 
@@ -46,7 +47,8 @@ def solve_darcy(
         k, f: permeability and source as UFL expressions (or numbers).
         stats: receives dofs, Krylov iterations and solve time.
 
-    Returns the solution and the name of the linear solver used.
+    Returns the solution and the linear solver used, as provenance names it
+    (:func:`~pdeladder.solvers.fem.solver_provenance`).
     """
     msh = V.mesh
     p, q = ufl.TrialFunction(V), ufl.TestFunction(V)
@@ -73,7 +75,7 @@ def solve_darcy(
         stats.dofs, stats.steps = dofs, 1
         stats.krylov_iterations += iterations
         stats.solve_s += time.perf_counter() - t0
-    return p_h, solver
+    return p_h, solver_provenance(msh.comm, solver)
 
 
 def solve(

@@ -112,10 +112,14 @@ def test_a_factorized_mass_system_on_ranks_is_solved_by_warm_cg_the_rest_as_on_o
         choose_solver("mass", 2, 289, 2)
 
 
-def _solve(url: str, *extra: str) -> dict:
+def _solve(url: str, *extra: str, env: dict[str, str] | None = None) -> dict:
     args = ["solve", "heat", "--out", url, "--dim", "2", "--resolution", "17", "--snapshots", "5"]
     done = subprocess.run(
-        [PDELADDER, *args, *extra, "--json"], env=ENV, capture_output=True, text=True, check=True
+        [PDELADDER, *args, *extra, "--json"],
+        env={**ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -136,8 +140,14 @@ def test_two_ranks_write_their_slabs_reproducibly_and_match_the_serial_solve(tmp
     assert group.info(0)["provenance"]["linear_solver"] == lines[0]["linear_solver"]
     assert lines[0]["linear_solver"] == "cg_asm_icc1_warm" and lines[0]["krylov_iterations"] > 0
     assert len(lines[0]["cpu_s_per_rank"]) == 2
+    # a factorization on 2 ranks is MUMPS's, and its provenance says so; on one, PETSc's
+    mumps = _solve(url, "--ranks", "2", env={PARALLEL_SOLVER_ENV: "cholesky"})
+    provenance = open_store(url).group(group.path).info(mumps["index"])["provenance"]
+    assert provenance["linear_solver"] == "cholesky (MUMPS)"
     fam = get_family("heat")
-    serial = fam.run(fam.Params(), fam.grid(2, 17, 5), 0).fields
+    solved = fam.run(fam.Params(), fam.grid(2, 17, 5), 0)
+    assert solved.provenance["linear_solver"] == "cholesky"
+    serial = solved.fields
     scale = np.abs(serial).max()
     assert np.abs(first - serial).max() <= BOUNDS["heat"] * scale
     assert store_problems(open_store(url)) == {group.path: []}
