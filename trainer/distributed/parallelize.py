@@ -92,10 +92,10 @@ def parallelize(
 ) -> torch.nn.Module:
     """Apply the parallel dims to ``model`` in place, in a fixed order: the slab transform
     (:class:`~pdeladder.trainer.distributed.fft.SlabFFT`) behind each spectral layer's seam
-    (when the domain group has more than one rank), then FSDP2 on every Fourier block and on
-    the root, over all ranks or the dp groups (``dims.shard``; bf16 parameters with fp32
-    reductions on GPU; with domain ranks a block's gathered parameters live from its forward
-    pass to its backward). Activation checkpointing is the model's own switch
+    (when the domain group has more than one rank), then FSDP2 over all ranks or the dp
+    groups (``dims.shard``; bf16 parameters with fp32 reductions on GPU): on every Fourier
+    block and on the root, or, with domain ranks, on the root alone (one unit, gathered from
+    the forward pass's start to the backward's end). Activation checkpointing is the model's own switch
     (``model.checkpointing``). With ``dims.shard == "none"`` the model is returned as it is on
     one rank and wrapped in DDP on more (its ``module`` is ``model``)."""
     if dims.shard == "none":
@@ -122,15 +122,17 @@ def parallelize(
         # (replicate, shard) = (domain, dp): a domain group's ranks are consecutive
         ranks = torch.arange(dims.world_size).reshape(dims.dp, dims.domain.size).T
         kwargs["mesh"] = DeviceMesh(device.type, ranks, mesh_dim_names=("domain", "dp"))
-    # a split sample keeps each block's parameters gathered from its forward pass to its
-    # backward: one all-gather per block and step instead of two (the checkpointed recomputation
-    # and the backward reuse it), for all the parameters whole per rank at the backward's start
-    reshard = dims.domain.size == 1
-    for block in model.blocks:
-        fully_shard(block, reshard_after_forward=reshard, **kwargs)
+    # A split sample makes the whole model one FSDP unit: all its parameters are gathered once
+    # at the forward pass's start and stay gathered to the backward's end (the checkpointed
+    # recomputation and the backward reuse them), and its gradients are reduced once there:
+    # one all-gather and one reduce-scatter per step instead of one per block (each a wait
+    # for the slower rank, and FSDP's per-unit copies and hooks). The rank holds all the
+    # parameters whole through the backward either way, and its gradients until it ends.
+    if dims.domain.size == 1:
+        for block in model.blocks:
+            fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
     if dims.domain.size > 1:
-        for module in (*model.blocks, model):
-            module.set_gradient_divide_factor(float(dims.dp))
-            module.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM: sum, divide
+        model.set_gradient_divide_factor(float(dims.dp))
+        model.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM: sum, divide
     return model
