@@ -99,6 +99,12 @@ class Training(BaseModel):
         "batches (rehearsal against forgetting; or, on the last stage alone, every stage's "
         "samples shuffled together)",
     )
+    workers: int | None = Field(
+        None,
+        ge=1,
+        description="ranks that train this stage (default: the command's --workers); 1 trains "
+        "in the calling process, without a Ray Train worker group",
+    )
     domain_ranks: int | Literal["auto"] = Field(
         1,
         description="ranks that split each sample along x; auto: the fewest whose predicted "

@@ -1,4 +1,5 @@
-"""The per-worker training loop run by Ray Train's ``TorchTrainer`` (one process per rank).
+"""The per-rank training loop: run by Ray Train's ``TorchTrainer`` (one process per rank) or in
+the calling process (one rank; :mod:`~pdeladder.trainer.training.session`).
 
 Per stage: build the model (warm-started from the previous stage's weights, Fourier modes grown
 to the stage's), shard it with FSDP2 ``fully_shard`` (each Fourier block, then the root) or
@@ -7,8 +8,8 @@ shard_for`), train
 ``steps`` supervised steps on the rank's shard of the stage's store groups, then optionally
 ``self_improvement.steps`` steps on the PDE residual of unsolved samples drawn from the stage's
 distribution plus a data anchor. Checkpoints are written with ``torch.distributed.checkpoint`` in
-safetensors shards (no pickles; each rank writes its own) and reported with
-``ray.train.report``; a restarted worker group resumes from the latest one.
+safetensors shards (no pickles; each rank writes its own) and handed to the session; a restarted
+worker group, or a rerun in process, resumes from the latest one.
 """
 
 import hashlib
@@ -45,6 +46,7 @@ from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
+from pdeladder.trainer.training.session import RayTrainSession, TrainSession
 from pdeladder.trainer.training.timing import PhaseClock
 from pdeladder.trainer.training.unsolved import draw_unsolved, solver_seeds
 from pdeladder.trainer.training.validation import held_out_sums
@@ -217,14 +219,14 @@ def peak_memory(device: torch.device) -> dict[str, float]:
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train entry point; ``config``: ``{"stage": StageConfig, "metrics_queue": queue}``,
     the queue (a ``ray.util.queue.Queue`` or None) receiving rank 0's metrics at every log."""
-    import ray.train
-    import ray.train.torch
+    train_stage(config["stage"], RayTrainSession(), config.get("metrics_queue"))
 
-    ctx = ray.train.get_context()
-    rank, world_size = ctx.get_world_rank(), ctx.get_world_size()
-    device = ray.train.torch.get_device()
+
+def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> None:
+    """Train one stage as rank ``session.rank`` of ``session.world_size`` (the process group
+    open); ``queue`` (anything with ``put``, or None) receives rank 0's metrics at every log."""
+    rank, world_size, device = session.rank, session.world_size, session.device
     clock = PhaseClock(device)
-    cfg: StageConfig = config["stage"]
     padding = cfg.model.padding  # the slabs cut the padded grid
     dims = ParallelDims.of(world_size, DomainTiling(x=cfg.domain_ranks, padding=padding), cfg.shard)
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
@@ -255,18 +257,16 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     supervised, total = cfg.steps, cfg.total_steps
 
     step, resumed_from, scores = 0, 0, {}
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
+    with session.latest_checkpoint() as folder:
+        if folder is not None:
             state = load_training_state(folder, model, optimizer)
-        step = resumed_from = state["step"]
-        scores = state.get("scores", {})
+            step = resumed_from = state["step"]
+            scores = state.get("scores", {})
     pids = [None] * world_size
     dist.all_gather_object(pids, os.getpid())
     pool = UnsolvedPool(cfg) if si else None
     batches = data.batches(step)
 
-    queue = config.get("metrics_queue")
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     model.train()
     clock.started()
@@ -300,9 +300,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if not (checkpointing or step % cfg.log_every == 0):
             continue
         with clock("reporting"):
-            loss_v, data_v, eq_v = _all_mean(
-                [float(loss), float(data_loss), float(eq_loss) if eq_loss is not None else 0.0]
-            )
+            terms = (loss, data_loss, eq_loss)
+            loss_v, data_v, eq_v = _all_mean([0.0 if t is None else t.item() for t in terms])
             elapsed = time.perf_counter() - t_last
             peaks = [None] * world_size
             dist.all_gather_object(peaks, peak_memory(device))
@@ -340,7 +339,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if rank == 0 and queue is not None:
             with clock("reporting"):  # counted in the next metrics
                 queue.put(metrics)
-        if checkpointing:  # only with a checkpoint: each report waits on Ray Train's controller
+        if checkpointing:
             with clock("checkpoint"), tempfile.TemporaryDirectory() as folder:
                 state = {
                     "stage": cfg.stage,
@@ -353,6 +352,6 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                     "metrics": metrics,
                 }
                 save_training_state(folder, model, optimizer, state)
-                ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+                session.report(metrics, folder)
         t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     batches.close()  # waits for the reads still in flight

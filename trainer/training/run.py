@@ -1,5 +1,6 @@
-"""Training along a curriculum on Ray Train: one ``TorchTrainer`` run per stage, each warm-started
-from the previous stage's model, with a live progress display and a metrics log.
+"""Training along a curriculum: per stage, one ``TorchTrainer`` run on Ray Train, or, for a stage
+of one worker, the loop in this process; each stage warm-started from the previous stage's model,
+with a live progress display and a metrics log.
 
 Outputs under ``run_dir``::
 
@@ -8,15 +9,21 @@ Outputs under ``run_dir``::
     stages/<stage>/model/      model.json + model.safetensors of the stage (pickle-free)
     timing.json                per stage, where its wall time went (trainer/training/timing.py)
     ray/                       Ray Train's run folders and sharded training checkpoints
+    stages/<stage>/checkpoints/<key>/step_<N>/  a one-worker stage's training checkpoints (last 2)
 """
 
 import contextvars
+import hashlib
 import json
+import queue as queues
+import shutil
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +95,11 @@ def build_layout(spec, store_url: str, stages) -> SlotLayout:
     return layout
 
 
+def stage_workers(stage, workers: int) -> int:
+    """The stage's workers: its ``training.workers``, else ``workers`` (the command's)."""
+    return stage.training.workers or workers
+
+
 def stage_config(
     spec,
     stage,
@@ -103,11 +115,13 @@ def stage_config(
     domain_ranks: int | str | None = None,
     parallel: str = "auto",
 ) -> StageConfig:
-    """One stage's training configuration; ``domain_ranks`` overrides the stage's
-    ``training.domain_ranks`` (checked against ``workers`` and the stage's grids); ``parallel``
+    """One stage's training configuration; the stage's ``training.workers`` overrides
+    ``workers``; ``domain_ranks`` overrides the stage's
+    ``training.domain_ranks`` (checked against the workers and the stage's grids); ``parallel``
     (``auto``, ``ddp``, ``fsdp``) how the parameters are held
     (:func:`~pdeladder.trainer.distributed.choose.shard_for`)."""
     tr = stage.training
+    workers = stage_workers(stage, workers)
     dim = max(d for s in spec.stages for e in s.families for d in e.dims)
     model = warm_started(
         OperatorConfig(
@@ -189,6 +203,103 @@ def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
     return save_model(model, out, metadata, state=weights)
 
 
+@contextmanager
+def draining(queue, sink: Callable[[dict], None], on_metrics) -> Iterator[None]:
+    """While open, a thread hands every metrics dict put on ``queue`` to ``sink`` and
+    ``on_metrics``, in the caller's context: callbacks that belong to it (a Prefect flow run's
+    logger, artifacts and settings) work from this thread too. On closing, the queue is emptied
+    first."""
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not (stop.is_set() and queue.empty()):
+            try:
+                metrics = queue.get(timeout=0.2)
+            except Exception:  # queue.Empty, ray.util.queue.Empty on timeout
+                continue
+            sink(metrics)
+            if on_metrics is not None:
+                on_metrics(metrics)
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(drain,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _fit_on_ray(
+    cfg: StageConfig,
+    workers: int,
+    run_dir: Path,
+    feed,
+    *,
+    name: str,
+    use_gpu: bool,
+    max_failures: int,
+) -> tuple[Any, dict[str, Any]]:
+    """Train the stage on a Ray Train worker group of ``workers``, its metrics put on a queue
+    read by ``feed(queue)`` (:func:`draining`): (its last checkpoint, as a context manager
+    giving its folder, and its last metrics)."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.util.queue import Queue
+
+    from pdeladder.trainer.training.loop import train_loop_per_worker
+
+    queue = Queue(actor_options={"num_cpus": 0})
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"stage": cfg, "metrics_queue": queue},
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
+        run_config=RunConfig(
+            name=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(run_dir / "ray"),
+            failure_config=FailureConfig(max_failures=max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
+        ),
+    )
+    with feed(queue):
+        result = trainer.fit()
+    if result.checkpoint is None:
+        raise PdeladderError(f"stage {cfg.stage!r}: the run reported no checkpoint")
+    return result.checkpoint.as_directory(), dict(result.metrics or {})
+
+
+def resume_key(cfg: StageConfig) -> str:
+    """The key under which a stage's checkpoints in process are resumed: a digest of its
+    configuration and of its warm start's ``model.json`` (retrained, it differs)."""
+    warm = (cfg.warm_start / "model.json").read_text() if cfg.warm_start else ""
+    return hashlib.sha256(f"{cfg!r}\n{warm}".encode()).hexdigest()[:16]
+
+
+def _fit_in_process(
+    cfg: StageConfig, run_dir: Path, feed, use_gpu: bool
+) -> tuple[Any, dict[str, Any]]:
+    """Train the stage as one rank in this process (no Ray Train worker group to start), its
+    metrics put on a queue read by ``feed(queue)``: (its last checkpoint, as a context manager
+    giving its folder, and its metrics). Checkpoints go to
+    ``run_dir/stages/<stage>/checkpoints/<key>/`` (:func:`resume_key`; those of another
+    configuration are removed); a failure is not retried here: a rerun resumes from the last."""
+    from pdeladder.trainer.training.loop import STATE_FILE, train_stage
+    from pdeladder.trainer.training.session import InProcessSession
+
+    folder = run_dir / "stages" / cfg.stage / "checkpoints"
+    key = resume_key(cfg)
+    for other in folder.glob("*"):
+        if other.name != key:
+            shutil.rmtree(other)
+    queue = queues.Queue()
+    session = InProcessSession(folder / key, use_gpu)
+    with session, feed(queue):
+        train_stage(cfg, session, queue)
+    last = session.checkpoints()[-1]
+    state = json.loads((last / STATE_FILE).read_text())
+    return nullcontext(str(last)), state["metrics"]
+
+
 def train_curriculum(
     spec_or_path: Any,
     stages: list[str] | None = None,
@@ -208,8 +319,9 @@ def train_curriculum(
     domain_ranks: int | str | None = None,
     parallel: str = "auto",
 ) -> TrainResult:
-    """Train the curriculum's stages in order (all, or the named ones), each on Ray Train with
-    ``workers`` workers, warm-starting each stage from the previous one's model (or from
+    """Train the curriculum's stages in order (all, or the named ones), each with ``workers``
+    workers or its own ``training.workers`` (on Ray Train; one worker: in this process),
+    warm-starting each stage from the previous one's model (or from
     ``run_dir/stages/<previous>/model`` when it exists).
 
     ``domain_ranks`` (a number or ``"auto"``; default: each stage's ``training.domain_ranks``)
@@ -218,14 +330,9 @@ def train_curriculum(
     (docs/trainer.md, "Training recipe").
 
     ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
-    stage's last checkpoint up to ``max_failures`` times.
+    stage's last checkpoint up to ``max_failures`` times; a stage trained in this process is not
+    restarted, and a rerun of it resumes from its last checkpoint.
     """
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-    from ray.util.queue import Queue
-
-    from pdeladder.trainer.training.loop import train_loop_per_worker
-
     spec = _curriculum(spec_or_path)
     store_url = store_url or spec.store
     if not store_url:
@@ -262,54 +369,34 @@ def train_curriculum(
         final: dict[str, Any] = {}
         for stage in chosen:
             cfg = stage_config(spec, stage, layout, store_url, warm, **options)
-            queue = Queue(actor_options={"num_cpus": 0})
-            trainer = TorchTrainer(
-                train_loop_per_worker,
-                train_loop_config={"stage": cfg, "metrics_queue": queue},
-                scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
-                run_config=RunConfig(
-                    name=f"{spec.name}-{stage.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                    storage_path=str(run_dir / "ray"),
-                    failure_config=FailureConfig(max_failures=max_failures),
-                    checkpoint_config=CheckpointConfig(num_to_keep=2),
-                ),
-            )
+            n = stage_workers(stage, workers)
             t_stage = time.perf_counter()
             with log.stage(stage.name, cfg.total_steps, progress) as sink:
-                stop = threading.Event()
-
-                def drain(queue=queue, sink=sink, stop=stop) -> None:
-                    while not (stop.is_set() and queue.empty()):
-                        try:
-                            metrics = queue.get(timeout=0.2)
-                        except Exception:  # ray.util.queue.Empty on timeout
-                            continue
-                        sink(metrics)
-                        if on_metrics is not None:
-                            on_metrics(metrics)
-
-                # In the caller's context: callbacks that belong to it (a Prefect flow run's logger,
-                # artifacts and settings) work from this thread too.
-                context = contextvars.copy_context()
-                thread = threading.Thread(target=context.run, args=(drain,), daemon=True)
-                thread.start()
+                feed = partial(draining, sink=sink, on_metrics=on_metrics)
                 try:
-                    result = trainer.fit()
+                    if n == 1:
+                        checkpoint, final = _fit_in_process(cfg, run_dir, feed, use_gpu)
+                    else:
+                        checkpoint, final = _fit_on_ray(
+                            cfg,
+                            n,
+                            run_dir,
+                            feed,
+                            name=f"{spec.name}-{stage.name}",
+                            use_gpu=use_gpu,
+                            max_failures=max_failures,
+                        )
+                except PdeladderError:
+                    raise
                 except Exception as err:
                     raise PdeladderError(f"stage {stage.name!r}: training failed: {err}") from err
-                finally:
-                    stop.set()
-                    thread.join()
-            if result.checkpoint is None:
-                raise PdeladderError(f"stage {stage.name!r}: the run reported no checkpoint")
-            with result.checkpoint.as_directory() as folder:
+            with checkpoint as folder:
                 warm = export_model(
                     folder,
                     run_dir / "stages" / stage.name / "model",
                     {"curriculum": spec.name, "store": store_url},
                 )
             results[stage.name] = warm
-            final = dict(result.metrics or {})
             record_timing(run_dir, stage.name, stage_timing(time.perf_counter() - t_stage, final))
             log.plot()
     return TrainResult(warm, final, results, run_dir)
