@@ -247,10 +247,13 @@ def step_moments(
     and in the backward pass the next block, whose all-gather it issues ahead (with more than
     one rank: with one it copies when the block runs); the root's gradients stay unsharded
     until the backward pass ends. On a ``split`` sample (domain ranks) the model is one FSDP
-    unit, all its parameters gathered from the forward pass's start to the backward's end (its
-    all-gather's flat output freed at once, before the forward pass). The optimizer step (fused
-    AdamW, in place: the gradients beside what the step holds throughout) is
-    :func:`rank_bytes`'s."""
+    unit, all its parameters gathered from the forward pass's start to the backward's end; its
+    all-gather's flat output (all the parameters once more) FSDP2 frees only when the forward
+    pass ends, so a ``split`` sample has one more moment with checkpointing, ``forward``: the
+    projection's forward pass (every stage's input kept, its hidden layer and GELU ``2G``)
+    beside both copies of the parameters and the last step's gradients. The
+    optimizer step (fused AdamW, in place: the gradients beside what the step holds
+    throughout) is :func:`rank_bytes`'s."""
     act = PRECISIONS[precision]
     b, w, layers = batch, config.width, config.layers
     params, block = parameter_count(config)
@@ -266,24 +269,28 @@ def step_moments(
     gradients = FLOAT * (-(-params // world_size) if fsdp else params)  # the last step's
     backward = {"unsharded": gathered + ahead, "gradients": FLOAT * root if fsdp else 0}
     in_block = backward | {"unsharded": backward["unsharded"] + computes}
+    # the forward pass: the all-gather's flat output too, on a split sample (one unit)
+    forward = {"unsharded": gathered * (2 if held else 1), "gradients": gradients}
     if not saved.recompute:  # no checkpointing
         last = 0 if saved.view else hidden
         return {
-            "forward": {"unsharded": gathered, "gradients": gradients, "activations": saved.kept,
-                        "working": last + 3 * output},
+            "forward": forward | {"activations": saved.kept, "working": last + 3 * output},
             "projection": backward | {"activations": saved.kept} | start,
             "block": in_block | {"working": 2 * hidden, "activations": saved.kept
                                  - saved.project - hidden * saved.view},
         }  # fmt: skip
     ids = saved.kept + saved.offloaded - (layers + 1) * hidden  # coordinates and family ids
     read_ahead = min(2, layers) * hidden if saved.offloaded else layers * hidden
-    return {
-        "projection": backward | start | {"recompute": saved.project, "activations": ids
-                                          + hidden + (0 if saved.offloaded else layers * hidden)},
+    kept = ids + hidden + (0 if saved.offloaded else layers * hidden)  # every stage's input
+    moments = {
+        "projection": backward | start | {"recompute": saved.project, "activations": kept},
         "block": in_block | {"activations": ids + read_ahead, "recompute": saved.spectral,
                              "transform": transform_bytes(config, slab, batch),
                              "working": hidden + b * w * p * FLOAT},
     }  # fmt: skip
+    if held:
+        moments["forward"] = forward | {"activations": kept, "working": b * 4 * w * n * act}
+    return moments
 
 
 def peak_bytes(

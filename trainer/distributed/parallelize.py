@@ -133,14 +133,6 @@ def parallelize(
             fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
     if dims.domain.size > 1:
-        # gathered before FSDP2's own pre-forward hook, which then has nothing to do: outside
-        # the forward pass FSDP2 frees its flat all-gather output at once, not when it ends
-        model.register_forward_pre_hook(_gather, prepend=True)
         model.set_gradient_divide_factor(float(dims.dp))
         model.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM: sum, divide
     return model
-
-
-def _gather(model, args) -> None:
-    """Forward pre-hook of a one-unit FSDP2 model: its parameters gathered."""
-    model.unshard()
