@@ -21,7 +21,13 @@ def train(
     store: Annotated[
         str | None, typer.Option(help="Store URL (default: the curriculum's store).")
     ] = None,
-    workers: Annotated[int, typer.Option(help="Ray Train workers.")] = 2,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Workers per stage (a stage's training.workers overrides it); 1 trains in "
+            "this process, more on Ray Train."
+        ),
+    ] = 2,
     address: Annotated[
         str | None, typer.Option(help="Ray cluster to join (default: start a local one).")
     ] = None,
@@ -48,7 +54,8 @@ def train(
         ),
     ] = "auto",
 ) -> None:
-    """Train the neural operator along a curriculum's stages on Ray Train."""
+    """Train the neural operator along a curriculum's stages on Ray Train (a stage of one
+    worker: in this process)."""
     from pdeladder.trainer.training.run import train_curriculum
     from pdeladder.trainer.training.timing import read_timing, timing_table
 
