@@ -270,88 +270,92 @@ def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> N
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
     model.train()
     clock.started()
-    while step < total:
-        if step == supervised and si and "before" not in scores:
-            with clock("evaluation"):
-                scores["before"] = _held_out(model, processor, data, domain)
-        lr = learning_rate(step, total, cfg.learning_rate)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with clock("data"):
-            batch = processor.to_device(next(batches))
-            if step >= supervised:
-                unsolved = processor.to_device(pool.batch(step, dp_rank))
-        with clock("compute"):
-            loss, data_loss, eq_loss, per_family, x = step_losses(
-                model, processor, batch, unsolved if step >= supervised else None,
-                layout, cfg.weights, si, domain,
-            )  # fmt: skip
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        with clock("optimizer"):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-        step += 1
-        samples_since += x.shape[0]
-        steps_since += 1
+    try:
+        while step < total:
+            if step == supervised and si and "before" not in scores:
+                with clock("evaluation"):
+                    scores["before"] = _held_out(model, processor, data, domain)
+            lr = learning_rate(step, total, cfg.learning_rate)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            with clock("data"):
+                batch = processor.to_device(next(batches))
+                if step >= supervised:
+                    unsolved = processor.to_device(pool.batch(step, dp_rank))
+            with clock("compute"):
+                loss, data_loss, eq_loss, per_family, x = step_losses(
+                    model, processor, batch, unsolved if step >= supervised else None,
+                    layout, cfg.weights, si, domain,
+                )  # fmt: skip
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+            with clock("optimizer"):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            step += 1
+            samples_since += x.shape[0]
+            steps_since += 1
 
-        last = step == total
-        checkpointing = step % cfg.checkpoint_every == 0 or last
-        if not (checkpointing or step % cfg.log_every == 0):
-            continue
-        with clock("reporting"):
-            terms = (loss, data_loss, eq_loss)
-            loss_v, data_v, eq_v = _all_mean([0.0 if t is None else t.item() for t in terms])
-            elapsed = time.perf_counter() - t_last
-            peaks = [None] * world_size
-            dist.all_gather_object(peaks, peak_memory(device))
-            sent = sum(domain.sent.values()) if domain is not None else 0
-            metrics = {
-                "stage": cfg.stage,
-                "step": step,
-                "total_steps": total,
-                "phase": "supervised" if step <= supervised else "self_improvement",
-                "loss": loss_v,
-                "data_loss": data_v,
-                "equation_loss": eq_v,
-                "lr": lr,
-                "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
-                "dp": dims.dp,
-                "domain_ranks": dims.domain.size,
-                "peak_rss_mb": [p["rss_mb"] for p in peaks],
-                **(
-                    {"peak_cuda_mb": [p["cuda_mb"] for p in peaks]} if device.type == "cuda" else {}
-                ),
-                "comm_bytes_per_step": sent / max(steps_since, 1),
-                "resumed_from": resumed_from,
-                "worker_pids": pids,
-                "sharded_fraction": sharded_fraction,
-                **{f"residual/{k}": float(v) for k, v in per_family.items()},
-            }
-            if domain is not None:
-                domain.sent.clear()
-        if last:
-            with clock("evaluation"):
-                scores["after"] = _held_out(model, processor, data, domain)
-            for when, values in scores.items():
-                metrics |= {f"{k}_{when}": v for k, v in values.items()}
-        metrics |= clock.metrics()
-        if rank == 0 and queue is not None:
-            with clock("reporting"):  # counted in the next metrics
-                queue.put(metrics)
-        if checkpointing:
-            with clock("checkpoint"), tempfile.TemporaryDirectory() as folder:
-                state = {
+            last = step == total
+            checkpointing = step % cfg.checkpoint_every == 0 or last
+            if not (checkpointing or step % cfg.log_every == 0):
+                continue
+            with clock("reporting"):
+                terms = (loss, data_loss, eq_loss)
+                loss_v, data_v, eq_v = _all_mean([0.0 if t is None else t.item() for t in terms])
+                elapsed = time.perf_counter() - t_last
+                peaks = [None] * world_size
+                dist.all_gather_object(peaks, peak_memory(device))
+                sent = sum(domain.sent.values()) if domain is not None else 0
+                metrics = {
                     "stage": cfg.stage,
                     "step": step,
-                    "model": operator.config.to_json(),
-                    "model_class": LadderOperator.name,
-                    "layout": layout.to_json(),
-                    "paths": list(cfg.paths),
-                    "scores": scores,
-                    "metrics": metrics,
+                    "total_steps": total,
+                    "phase": "supervised" if step <= supervised else "self_improvement",
+                    "loss": loss_v,
+                    "data_loss": data_v,
+                    "equation_loss": eq_v,
+                    "lr": lr,
+                    "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
+                    "dp": dims.dp,
+                    "domain_ranks": dims.domain.size,
+                    "peak_rss_mb": [p["rss_mb"] for p in peaks],
+                    **(
+                        {"peak_cuda_mb": [p["cuda_mb"] for p in peaks]}
+                        if device.type == "cuda"
+                        else {}
+                    ),
+                    "comm_bytes_per_step": sent / max(steps_since, 1),
+                    "resumed_from": resumed_from,
+                    "worker_pids": pids,
+                    "sharded_fraction": sharded_fraction,
+                    **{f"residual/{k}": float(v) for k, v in per_family.items()},
                 }
-                save_training_state(folder, model, optimizer, state)
-                session.report(metrics, folder)
-        t_last, samples_since, steps_since = time.perf_counter(), 0, 0
-    batches.close()  # waits for the reads still in flight
+                if domain is not None:
+                    domain.sent.clear()
+            if last:
+                with clock("evaluation"):
+                    scores["after"] = _held_out(model, processor, data, domain)
+                for when, values in scores.items():
+                    metrics |= {f"{k}_{when}": v for k, v in values.items()}
+            metrics |= clock.metrics()
+            if rank == 0 and queue is not None:
+                with clock("reporting"):  # counted in the next metrics
+                    queue.put(metrics)
+            if checkpointing:
+                with clock("checkpoint"), tempfile.TemporaryDirectory() as folder:
+                    state = {
+                        "stage": cfg.stage,
+                        "step": step,
+                        "model": operator.config.to_json(),
+                        "model_class": LadderOperator.name,
+                        "layout": layout.to_json(),
+                        "paths": list(cfg.paths),
+                        "scores": scores,
+                        "metrics": metrics,
+                    }
+                    save_training_state(folder, model, optimizer, state)
+                    session.report(metrics, folder)
+            t_last, samples_since, steps_since = time.perf_counter(), 0, 0
+    finally:
+        batches.close()  # waits for the reads still in flight (a failed stage's too)
