@@ -44,6 +44,7 @@ from mpi4py import MPI  # noqa: F401  (before DOLFINx)
 import argparse
 import json
 import math
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -252,6 +253,8 @@ class Bench:
         """Train ``spec``'s ``stages`` into the run folder of ``spec``; record the variant
         ``name``'s wall time, steps, parameters and curve; the last stage's model folder."""
         run_dir = self.out / "runs" / spec.name
+        # a fresh folder: one-worker stages resume what an earlier run of the benchmark left
+        shutil.rmtree(run_dir, ignore_errors=True)
         t0 = time.perf_counter()
         result = train_curriculum(
             spec,
