@@ -10,11 +10,13 @@ Phases of a worker's loop (seconds, accumulated over the stage):
   (they run inside them);
 - ``optimizer``: gradient clipping and the optimizer step;
 - ``evaluation``: the held-out scores;
-- ``checkpoint``: writing a training checkpoint and reporting it to Ray Train;
+- ``checkpoint``: writing a training checkpoint and handing it to the session (Ray Train's, or
+  the in-process one of a one-worker stage);
 - ``reporting``: gathering and sending the metrics.
 
 The stage's wall time less the loop's is ``workers``: Ray Train starting and stopping the
-worker group, and the stage's model export. Training steps are ``compute + optimizer``.
+worker group (for a one-worker stage in process, the one-rank process group), and the stage's
+model export. Training steps are ``compute + optimizer``.
 """
 
 import json
