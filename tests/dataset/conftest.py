@@ -11,6 +11,7 @@ import fsspec
 import numpy as np
 import pytest
 
+from pdeladder.dataset import format as fmt
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers import Grid, Sample, SolveStats, get_family
 
@@ -38,6 +39,15 @@ def array_sample(grid: Grid, seed: int, channels: int = 1) -> Sample:
     shape = (grid.snapshots, channels, *grid.shape)
     fields = np.random.default_rng(seed).normal(1.0, 2.0, shape).astype(np.float32)
     return Sample("heat", fields, grid, HEAT.parse_params(), seed, SolveStats(dofs=grid.points))
+
+
+def group_of_version(url: str, version: int, name: str, grid: Grid, **options):
+    """A new heat group ``name`` on ``grid`` in the store at ``url``, made as store format
+    ``version`` made it (the root's version attribute patched while it is created); ``options``
+    go to ``require_group``."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": version})
+        return open_store(url, mode="a").require_group(name, HEAT, grid, **options)
 
 
 def family_group(url: str, family: str, grid: Grid, samples: int = 5, seed: int = 0):

@@ -20,7 +20,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems, verify
 from pdeladder.errors import StoreError, UserInputError
 
-from .conftest import GRID, HEAT, array_sample
+from .conftest import GRID, HEAT, array_sample, group_of_version
 
 BIG = HEAT.grid(2, 17, 9)  # (T, C, X, Y, Z) = (9, 1, 17, 17, 1): uneven in t and x
 
@@ -224,15 +224,13 @@ def test_samples_in_chunks_read_everywhere(tmp_path):
         np.testing.assert_array_equal(got[k], s.fields)
 
 
-def test_version_4_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
+def test_version_4_groups_still_read_verify_and_resume(tmp_path):
     """A version 4 group (one checksum and moments per sample, no ``chunk_x``) is read, cut
     into slabs (from the whole sample, checked), verified and written into as it was made;
     slab writes need format 5."""
     url = str(tmp_path / "store")
     samples = [array_sample(BIG, k) for k in range(2)]
-    with monkeypatch.context() as m:
-        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 4})
-        old = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=2)
+    old = group_of_version(url, 4, "s0", BIG, n_samples=2)
     raw = zarr.open_group(url, mode="a")[old.path]
     attrs = dict(raw.attrs)
     del attrs["chunk_x"]  # as version 4 made it
@@ -289,15 +287,13 @@ def test_a_sample_is_four_files_and_one_slab_of_one_chunk_commits(tmp_path):
         group.commit(1, record)
 
 
-def test_version_5_groups_still_read_verify_and_resume(tmp_path, monkeypatch):
+def test_version_5_groups_still_read_verify_and_resume(tmp_path):
     """A version 5 group (parameters, seed and statistics in arrays of their own, a checksum
     and moments per chunk, no record) is read, verified and written into as it was made,
     whole samples and slabs alike."""
     url = str(tmp_path / "store")
     samples = [array_sample(BIG, k) for k in range(3)]
-    with monkeypatch.context() as m:
-        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 5})
-        old = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=3, chunk_x=9)
+    old = group_of_version(url, 5, "s0", BIG, n_samples=3, chunk_x=9)
     old.write(0, samples[0])
     resumed = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=3, chunk_x=9)
     assert resumed.attrs["format_version"] == 5 and not resumed.recorded

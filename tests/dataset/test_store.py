@@ -22,7 +22,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
-from .conftest import GRID, HEAT, array_sample, failed_sample
+from .conftest import GRID, HEAT, array_sample, failed_sample, group_of_version
 
 
 def test_fixed_group_round_trip(store_url, heat_samples):
@@ -429,7 +429,7 @@ def test_sample_moments_are_exact_in_float64():
         assert got[c, 2] == pytest.approx(((x - x.mean()) ** 2).sum(), rel=1e-9)
 
 
-def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monkeypatch):
+def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path):
     """From version 4 every chunk is a file of its array's folder (``record/c.1.0``); a
     version 3 group (``seed/c/1``) is read, verified and written into as before, by its own
     keys."""
@@ -438,11 +438,7 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     new.write(1, samples[1])
     assert (tmp_path / "v4" / new.path / "record" / "c.1.0").is_file()
     assert not list((tmp_path / "v4").rglob("*.partial"))
-    with monkeypatch.context() as m:
-        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 3})
-        old = open_store(str(tmp_path / "v3"), mode="a").require_group(
-            "s0", HEAT, GRID, n_samples=2
-        )
+    old = group_of_version(str(tmp_path / "v3"), 3, "s0", GRID, n_samples=2)
     assert old.attrs["format_version"] == 3
     for k, s in enumerate(samples):
         old.write(k, s)
@@ -462,15 +458,13 @@ def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path, monke
     assert store_problems(reopened) == {old.path: []}
 
 
-def test_version_6_groups_keep_their_statistics_and_record_width(tmp_path, monkeypatch):
+def test_version_6_groups_keep_their_statistics_and_record_width(tmp_path):
     """A version 6 group (a sixth solver statistic, ``nonlinear_iterations``, in its record and
     its ``stat`` coordinate) is read, verified, shown and resumed as it was made: samples
     written into it by this version, whole or in slabs, fill the retired statistic with 0."""
     url = str(tmp_path / "store")
     samples = [array_sample(GRID, k) for k in range(3)]
-    with monkeypatch.context() as m:
-        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": 6})
-        old = open_store(url, mode="a").require_group("v6", HEAT, GRID, n_samples=4, chunk_x=5)
+    old = group_of_version(url, 6, "v6", GRID, n_samples=4, chunk_x=5)
     old.write(0, samples[0])
     resumed = open_store(url, mode="a").require_group("v6", HEAT, GRID, n_samples=4, chunk_x=5)
     assert resumed.attrs["format_version"] == 6 and resumed.blocked
