@@ -3,9 +3,10 @@
 ``python domain_parallel_rank.py RANK WORLD INIT_URL OUT_JSON``: joins a gloo group of WORLD
 processes and, for every case of its world size, compares the sharded model (each rank its slab
 of the same samples) with the unsharded one computed in the same process on the whole samples:
-outputs, input gradients, parameter gradients, one FSDP2 + AdamW step, and the bytes handed to
-collectives (the reduce-scatter of each kept block, padded to equal shares of its modes).
-Rank 0 writes ``{case: {quantity: relative error or count}}`` as JSON.
+outputs, input gradients, parameter gradients, one FSDP2 + AdamW step, the bytes handed to
+collectives (the reduce-scatter of each kept block, padded to equal shares of its modes) and the
+collectives a checkpointed training step runs. Rank 0 writes
+``{case: {quantity: relative error or count}}`` as JSON.
 """
 
 import json
@@ -130,6 +131,34 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     }
 
 
+def check_checkpointed_collectives(grid, modes, ranks, batch, meshes) -> dict:
+    """The collectives one training pass (forward and backward) runs with and without
+    checkpointing, by kind, and the input and parameter gradients of the two."""
+    domain = meshes(ParallelDims.of(dist.get_world_size(), DomainTiling(*ranks, padding=0.25)))
+    x, family, weight = case_data(grid, batch, seed=2)
+    slab = domain.slab(grid)
+    runs, grads = {}, {}
+    for checkpointing in (True, False):
+        torch.manual_seed(1)
+        model = LadderOperator(config(modes, 0.25))
+        model.checkpointing = checkpointing
+        for block in model.blocks:
+            block.spectral.transform = SlabFFT(domain)
+        x_slab = local(x, slab).clone().requires_grad_()
+        domain.runs.clear()
+        loss_of(model(x_slab, family, slab), local(weight, slab), domain).backward()
+        runs[checkpointing] = dict(domain.runs)
+        grads[checkpointing] = torch.cat(
+            [x_slab.grad.flatten(), *(p.grad.flatten() for p in model.parameters())]
+        )
+    return {
+        "layers": len(model.blocks),
+        "checkpointed": runs[True],
+        "plain": runs[False],
+        "grad_vs_plain": rel(grads[True], grads[False]),
+    }
+
+
 def check_step(name, grid, modes, ranks, shard, meshes):
     world_size = dist.get_world_size()
     dims = ParallelDims.of(world_size, DomainTiling(*ranks, padding=0.25), shard)
@@ -251,6 +280,8 @@ def main() -> None:
 
     results = {c[0]: check_case(*c, meshes) for c in CASES[world_size]}
     results |= {c[0]: check_step(*c, meshes) for c in STEPS[world_size]}
+    split = {2: (2, 1), 4: (2, 2)}[world_size]  # time, and time × x
+    collectives = check_checkpointed_collectives((6, 9, 7, 1), (2, 3, 3, 1), split, 2, meshes)
     if world_size == 4:
         results["losses, two-point slabs"] = check_losses_on_two_point_slabs(meshes)
     if world_size == 2:
@@ -259,7 +290,7 @@ def main() -> None:
         )
     if rank == 0:
         with open(out, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"exactness": results, "collectives": collectives}, f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -4,8 +4,10 @@ checkpointing) gives the unsharded model's outputs, input gradients and paramete
 and one FSDP2 + AdamW step on a ``(dp, domain)`` mesh gives the unsharded data-parallel step,
 each to 1e-6 relative in float32, also where some ranks mix no modes. The bytes a forward pass
 hands to collectives are the kept blocks' (``8 · B · width · M`` per spectral layer, ``M``
-rounded up to equal shares of the domain ranks), whatever the grid. A training state saved on
-one mesh resumes on another."""
+rounded up to equal shares of the domain ranks), whatever the grid. With activation
+checkpointing, a training step runs each spectral layer's collectives once each way: the
+recomputation in the backward pass reuses the forward's. A training state saved on one mesh
+resumes on another."""
 
 import json
 from pathlib import Path
@@ -17,10 +19,16 @@ from .conftest import run_ranks
 RANK = Path(__file__).with_name("domain_parallel_rank.py")
 
 
-@pytest.mark.parametrize("world_size", [2, 4])
-def test_sharded_model_equals_unsharded(tmp_path, world_size):
-    out = run_ranks([str(RANK)], world_size, tmp_path)
-    results = json.loads(out.read_text())
+@pytest.fixture(scope="module", params=[2, 4])
+def ranks_found(request, tmp_path_factory) -> tuple[int, dict]:
+    """(world size, what its ranks found), one run of the ranks per world size."""
+    folder = tmp_path_factory.mktemp(f"domain{request.param}")
+    return request.param, json.loads(run_ranks([str(RANK)], request.param, folder).read_text())
+
+
+def test_sharded_model_equals_unsharded(ranks_found):
+    world_size, found = ranks_found
+    results = found["exactness"]
     assert len(results) == {2: 9, 4: 11}[world_size]
     for case, values in results.items():
         for quantity, value in values.items():
@@ -29,3 +37,14 @@ def test_sharded_model_equals_unsharded(tmp_path, world_size):
             assert value <= 1e-6, f"{case}: {quantity} differs by {value:.2e} (relative)"
         if "forward_bytes" in values:
             assert values["forward_bytes"] == values["expected_forward_bytes"], case
+
+
+def test_checkpointed_step_runs_each_collective_once(ranks_found):
+    found = ranks_found[1]["collectives"]
+    layers = found["layers"]
+    # forward: a reduce-scatter before and an all-gather after each mixing; backward: their
+    # adjoints; and the loss's all-reduce
+    once = {"reduce_scatter": 2 * layers, "all_gather": 2 * layers, "all_reduce": 1}
+    assert found["plain"] == once
+    assert found["checkpointed"] == once  # the recomputation reran them: 3 * layers each
+    assert found["grad_vs_plain"] <= 1e-6

@@ -15,12 +15,19 @@ parameter's gradient (the shares of a domain group sum to the unsharded gradient
   rank's gradient of the replicated result is already the whole gradient.
 
 Each call adds its payload to the group's :attr:`DomainGroup.sent` counter (bytes handed to the
-collective; a ring all-reduce moves ``2 (k - 1) / k`` of it per rank). A reduce-scatter and the
-all-gather that completes it count as one all-reduce of the reduce-scatter's input, under
-``"all_reduce"``: the same bytes on the wire.
+collective; a ring all-reduce moves ``2 (k - 1) / k`` of it per rank) and one to
+:attr:`DomainGroup.runs`. A reduce-scatter and the all-gather that completes it count as one
+all-reduce of the reduce-scatter's input, under ``"all_reduce"``: the same bytes on the wire.
+
+Activation checkpointing recomputes a stage's forward pass in the backward pass; the forward
+collectives in it do not run again: :func:`replayed` (the checkpoint's ``context_fn``) keeps
+each one's result from the forward pass and hands it back, bit for bit, to the recomputation.
 """
 
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -39,6 +46,8 @@ class DomainGroup:
         ranks: their global ranks, by index in the group.
         index: this rank's index in the group.
         sent: bytes handed to each kind of collective since the counter was last cleared.
+        runs: collectives run, by kind (``"reduce_scatter"``, ``"all_gather"``,
+            ``"all_reduce"``), since the counter was last cleared.
     """
 
     group: dist.ProcessGroup | None
@@ -46,6 +55,7 @@ class DomainGroup:
     ranks: tuple[int, ...]
     index: int
     sent: Counter = field(default_factory=Counter, compare=False)
+    runs: Counter = field(default_factory=Counter, compare=False)
 
     @property
     def size(self) -> int:
@@ -68,9 +78,56 @@ class DomainGroup:
         return self.ranks[index]
 
 
-def _all_reduce(x: torch.Tensor, domain: DomainGroup, kind: str) -> torch.Tensor:
+class _Replay:
+    """The results of the forward collectives of one checkpointed stage, in the order they ran,
+    from its forward pass to its recomputation (which takes each once). They are small: a kept
+    block's share ``(s, B, C)`` and the gathered block ``(k·s, B, C)`` per spectral layer."""
+
+    def __init__(self):
+        self.results: deque[torch.Tensor] = deque()
+        self.replaying = False
+
+    @contextmanager
+    def active(self, replaying: bool) -> Iterator[None]:
+        self.replaying = replaying
+        token = _REPLAY.set(self)
+        try:
+            yield
+        finally:
+            _REPLAY.reset(token)
+
+
+_REPLAY: ContextVar[_Replay | None] = ContextVar("pdeladder_replay", default=None)
+
+
+def replayed():
+    """``context_fn`` of :func:`torch.utils.checkpoint.checkpoint` (non-reentrant): its forward
+    pass keeps the results of the forward collectives run in it, its recomputation reuses them
+    instead of communicating again."""
+    replay = _Replay()
+    return replay.active(False), replay.active(True)
+
+
+def _once(
+    collective: Callable[[torch.Tensor, DomainGroup], torch.Tensor],
+    x: torch.Tensor,
+    domain: DomainGroup,
+) -> torch.Tensor:
+    """``collective(x, domain)`` in a forward pass; inside a checkpointed stage, its result kept
+    for the stage's recomputation, which gets it back instead of running it."""
+    replay = _REPLAY.get()
+    if replay is not None and replay.replaying:
+        return replay.results.popleft()
+    out = collective(x, domain)
+    if replay is not None:
+        replay.results.append(out.detach())  # a new tensor: the recomputation sets its history
+    return out
+
+
+def _all_reduce(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     out = x.contiguous().clone()
-    domain.sent[kind] += out.numel() * out.element_size()
+    domain.sent["all_reduce"] += out.numel() * out.element_size()
+    domain.runs["all_reduce"] += 1
     dist.all_reduce(out, group=domain.group)
     return out
 
@@ -80,7 +137,7 @@ class _SumReplicated(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        return _all_reduce(x, domain, "all_reduce")
+        return _once(_all_reduce, x, domain)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -90,6 +147,7 @@ class _SumReplicated(torch.autograd.Function):
 def _reduce_scatter(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     x = x.contiguous()
     domain.sent["all_reduce"] += x.numel() * x.element_size()  # with its all-gather: see above
+    domain.runs["reduce_scatter"] += 1
     out = x.new_empty(x.shape[0] // domain.size, *x.shape[1:])
     dist.reduce_scatter_single(out, x, group=domain.group)
     return out
@@ -97,6 +155,7 @@ def _reduce_scatter(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
 
 def _all_gather(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     x = x.contiguous()
+    domain.runs["all_gather"] += 1
     out = x.new_empty(x.shape[0] * domain.size, *x.shape[1:])
     dist.all_gather_single(out, x, group=domain.group)
     return out
@@ -108,7 +167,7 @@ class _ScatterSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
         ctx.domain = domain
-        return _reduce_scatter(x, domain)
+        return _once(_reduce_scatter, x, domain)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -121,7 +180,7 @@ class _GatherShares(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
         ctx.domain = domain
-        return _all_gather(x, domain)
+        return _once(_all_gather, x, domain)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):

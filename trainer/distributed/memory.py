@@ -12,7 +12,10 @@ kept for the backward pass (:func:`saved_bytes`: what autograd saves, which
 ``tests/trainer/test_scale.py`` checks against the storages autograd's saved-tensor hooks see),
 a checkpointed stage's recomputation, the working tensors of that moment (gradients of hidden
 fields, the spectral branch's output), the transform's buffers (:func:`transform_bytes`), FSDP's
-gathered parameters and the gradients alive then. ``tests/trainer/test_scale.py`` checks the
+gathered parameters and the gradients alive then. Not counted: the results of the forward
+collectives a checkpointed block keeps for its recomputation
+(:func:`~pdeladder.trainer.distributed.collectives.replayed`), ``8 B w (k + 1) ⌈M/k⌉`` bytes per
+layer (under 1 % of the peak at the benchmark's sample). ``tests/trainer/test_scale.py`` checks the
 peak against training steps measured on 1, 2 and 4 ranks, ``benchmarks/domain_parallel.py`` on
 a larger sample.
 

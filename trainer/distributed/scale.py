@@ -14,8 +14,8 @@ module adds what a step computes and sends, per rank:
   the transforms; checkpointing adds one forward pass.
 - bytes handed to each collective, as :attr:`DomainGroup.sent` counts them: the spectral
   reduce-scatter and all-gather pair, counted as one all-reduce of ``8 B w M'`` per layer (``M'``
-  the kept modes padded to ``k`` equal shares) in the forward pass, again in the backward pass and in the
-  checkpointed recomputation; the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
+  the kept modes padded to ``k`` equal shares) in the forward pass and again in the backward
+  pass (a checkpointed recomputation reuses the forward's results); the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
   halo planes (one x plane of the error and of the target forward, the error's gradient back).
   And FSDP's all-gathers of parameters (blocks in the forward and the backward pass, the root
   once) and reduce-scatter of float32 gradients, or without FSDP one all-reduce of them. On the
@@ -284,7 +284,6 @@ def domain_sent(run: Run, index: int) -> dict[str, int]:
     spectral = COMPLEX * b * cfg.width * padded * cfg.layers
     if not run.training:
         return {"all_reduce": spectral, "halo": 0}
-    passes = 3 if run.checkpointing else 2
     loss = 2 * FLOAT * b * cfg.out_channels if run.loss != "none" else 0
     halo = 0
     if run.loss == "h1":
@@ -292,7 +291,7 @@ def domain_sent(run: Run, index: int) -> dict[str, int]:
         plane = FLOAT * b * cfg.out_channels * t * y * z
         has_prev, has_next = index > 0, index < k - 1
         halo = plane * (2 * has_prev + has_next)  # error and target forward, error's gradient
-    return {"all_reduce": passes * spectral + loss, "halo": halo}
+    return {"all_reduce": 2 * spectral + loss, "halo": halo}  # forward and backward
 
 
 def fsdp_sent(run: Run) -> dict[str, int]:

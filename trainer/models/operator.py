@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pdeladder.errors import UserInputError
+from pdeladder.trainer.distributed.collectives import replayed
 from pdeladder.trainer.distributed.offload import offloaded
 from pdeladder.trainer.distributed.slab import Slab, input_slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
@@ -205,7 +206,9 @@ def called(fn, *args):
 
 
 def checkpointed(fn, *args):
-    return checkpoint(fn, *args, use_reentrant=False)
+    """``fn(*args)``, recomputed in the backward pass but for its collectives, whose results are
+    kept (:func:`~pdeladder.trainer.distributed.collectives.replayed`)."""
+    return checkpoint(fn, *args, use_reentrant=False, context_fn=replayed)
 
 
 def coordinates(x: torch.Tensor, slab: Slab | None = None) -> torch.Tensor:
