@@ -13,7 +13,10 @@ solver), K = 2 with the parallel choice of ``fem.choose_solver``, then K = 2 wit
 to a family's mass systems, as heat's), back to back; ``--repeat`` rounds alternate them, and
 the best and median of each are printed with the load average, since the cores are shared.
 The peak RSS includes the interpreter and its imports (DOLFINx, torch), the same on every
-rank; the ratio of the increments over an idle rank is printed too.
+rank; the ratio of the increments over an idle rank is printed too. Last, the initial state's
+random draw alone (a Gaussian random field of length scale 0.1 on the sample's grid, as the
+families draw it): its traced peak memory and time for the whole grid (K = 1) against one of
+K = 2 and K = 8 ranks' rows (``rows=`` of :func:`gaussian_random_field`).
 """
 
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
@@ -25,9 +28,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import tracemalloc
+
+import numpy as np
 
 from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV as ENV
 from pdeladder.solvers.fem import SOLVERS
+from pdeladder.solvers.grid import spatial_shape
+from pdeladder.solvers.random_fields import gaussian_random_field
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 IDLE = (
@@ -72,6 +81,19 @@ def speed_up(one: list[dict], two: list[dict], key: str) -> str:
     return f"best {best:.2f}x, median {median:.2f}x"
 
 
+def draw(shape: tuple[int, ...], ranks: int) -> tuple[float, float]:
+    """Traced peak bytes and seconds of rank 0's rows of one random field on ``shape``, of
+    ``ranks`` equal x slabs (the whole grid for 1)."""
+    rows = None if ranks == 1 else (0, -(-shape[0] // ranks) + 1)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    gaussian_random_field(shape, 0.1, np.random.default_rng(0), rows=rows)
+    seconds = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak, seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", default="heat")
@@ -113,6 +135,15 @@ def main() -> None:
     )
     ratio = max(two[0]["bytes_per_rank"]) / one[0]["bytes_per_rank"][0]
     print(f"  bytes per rank K=2 / K=1: {ratio:.2f}")
+    shape = spatial_shape(a.dim, a.resolution)
+    (whole, t1), *parts = (draw(shape, k) for k in (1, 2, 8))
+    print(
+        f"  initial draw per rank (traced peak, time): K = 1 {whole / 2**20:.1f} MiB {t1:.2f} s; "
+        + "; ".join(
+            f"K = {k} {peak / 2**20:.1f} MiB ({peak / whole:.2f}x) {t:.2f} s"
+            for k, (peak, t) in zip((2, 8), parts, strict=True)
+        )
+    )
 
 
 if __name__ == "__main__":

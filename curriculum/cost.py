@@ -17,8 +17,8 @@ earlier allocation hides in its high-water mark: ``resource.getrusage`` peak RSS
 is imported (the idle process), then after a solve on each of two grids (:data:`MEMORY_RESOLUTIONS`).
 Above the idle process and the sample's float32 fields (known exactly), the peak is fitted as
 ``overhead_bytes + bytes_per_dof · dofs``. A sample solved on K ranks (x slabs) is predicted to
-need, per rank, ``idle + overhead + (bytes_per_dof · dofs + fields) / K`` plus, for K > 1, one
-snapshot of the fields (every rank draws the whole initial state before taking its slab).
+need, per rank, ``idle + overhead + (bytes_per_dof · dofs + fields) / K`` (each rank draws only
+its rows of the initial state: :meth:`pdeladder.solvers.family.Family.initial_fields`).
 
 Stored bytes: each codec of :data:`pdeladder.dataset.format.COMPRESSIONS` compresses the fields
 of one solve on the larger memory grid (the family's default parameters), and a group's stored
@@ -124,14 +124,12 @@ class MemoryCalibration:
     bytes_per_dof: float
     measured: str
 
-    def per_rank(self, dofs: float, field_bytes: float, snapshots: int, ranks: int) -> float:
+    def per_rank(self, dofs: float, field_bytes: float, ranks: int) -> float:
         """Predicted peak RSS of one of ``ranks`` processes solving a sample (module docstring)."""
-        shared = field_bytes / snapshots if ranks > 1 else 0.0
         return (
             self.idle_bytes
             + self.overhead_bytes
             + (self.bytes_per_dof * dofs + field_bytes) / ranks
-            + shared
         )
 
 
@@ -276,7 +274,7 @@ class CostModel:
         """Predicted peak RSS per rank of one sample of ``g`` solved on ``ranks`` processes."""
         mem = self.memory(g.family, g.grid.dim)
         dofs = self.calibration(g.family, g.grid.dim).dofs_per_point * g.grid.points
-        return mem.per_rank(dofs, g.field_bytes / g.n, g.grid.snapshots, ranks)
+        return mem.per_rank(dofs, g.field_bytes / g.n, ranks)
 
     def ranks(self, g: GroupPlan, budget_gb: float | None, *, cluster: bool) -> int:
         """The ranks per sample of ``g``: its own K, checked, or for ``auto`` the fewest whose

@@ -185,11 +185,17 @@ class Family(ABC):
 
     @abstractmethod
     def initial_fields(
-        self, params: Parameters, grid: Grid, rng: np.random.Generator
+        self, params: Parameters, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
         """Snapshot 0 of a sample, drawn from ``rng`` without solving: float64 ``(C, X, Y, Z)``
         in :meth:`channels_for` order, the initial state and the coefficient (input) fields.
         Channels that only the solve determines (a steady family's outputs) are zero.
+
+        On one rank of a sample solved in x slabs (``grid`` a
+        :class:`~pdeladder.solvers.grid.SlabGrid`, ``comm`` its ranks), only the rows
+        :meth:`Grid.drawn_rows` gives, ``(C, hi - lo, Y, Z)``: the whole draw's rows to rounding,
+        with every global quantity (a maximum, a mean square) reduced over ``comm``; no rank
+        holds the whole snapshot.
 
         :meth:`solve` starts from exactly these values: it draws them with this method, first,
         from its own ``rng`` (or, where the initial state is itself a discrete projection, with

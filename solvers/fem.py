@@ -102,8 +102,9 @@ class GridSampler:
     On a :class:`SlabGrid` (the mesh partitioned by :func:`grid_mesh` into its x slabs), each
     rank samples only its slab ``[lo, hi)`` from its local dofs, owned and ghost (the ghosts
     are the shared rows at the slab's right end, refreshed from their owners first): the slabs
-    tile the grid, no gather, every point sampled by one rank. :meth:`from_grid` takes the
-    whole grid either way.
+    tile the grid, no gather, every point sampled by one rank. :meth:`from_grid` and
+    :meth:`local` then take the rows the rank draws of a sample's initial fields
+    (:meth:`Grid.drawn_rows`), never the whole grid.
     """
 
     def __init__(self, V: fem.FunctionSpace, grid: Grid):
@@ -114,7 +115,11 @@ class GridSampler:
         owned = V.dofmap.index_map.size_local
         coordinates = V.tabulate_dof_coordinates()
         self.dofs, index = self._on_grid(coordinates[:owned])
-        self.flat = np.ravel_multi_index(index.T, grid.shape)
+        self.rows = grid.drawn_rows(self.comm)
+        lo, hi = self.rows
+        if index.size and not (lo <= index[:, 0].min() and index[:, 0].max() < hi):
+            raise ValueError(f"rank {self.comm.rank} owns dofs outside its x rows [{lo}, {hi})")
+        self.flat = np.ravel_multi_index((index - [lo, 0, 0]).T, (hi - lo, *grid.shape[1:]))
         if isinstance(grid, SlabGrid):
             self._init_slab(coordinates, grid)
             return
@@ -171,7 +176,7 @@ class GridSampler:
 
     def from_grid(self, u: fem.Function, values: np.ndarray) -> None:
         """Set ``u``'s dofs at grid points from ``values`` ``(bs, X, Y, Z)`` or ``(X, Y, Z)``
-        (the whole grid, on a :class:`SlabGrid` too).
+        (on a :class:`SlabGrid` of several ranks, ``X`` the rows :meth:`Grid.drawn_rows` gives).
 
         Exact for P1 (every dof is a grid point); dofs off the grid are left untouched.
         """
@@ -180,9 +185,12 @@ class GridSampler:
         u.x.scatter_forward()
 
     def local(self, values: np.ndarray) -> np.ndarray:
-        """The part of whole-grid ``values`` ``(..., X, Y, Z)`` that :meth:`to_grid` returns on
-        this rank: its x slab on a :class:`SlabGrid`, all of it otherwise."""
-        return values if self.slab is None else values[..., self.slab[0] : self.slab[1], :, :]
+        """The part of ``values`` ``(..., X, Y, Z)`` (as :meth:`from_grid` takes them) that
+        :meth:`to_grid` returns on this rank: its x slab on a :class:`SlabGrid`, all of it
+        otherwise."""
+        if self.slab is None:
+            return values
+        return values[..., self.slab[0] - self.rows[0] : self.slab[1] - self.rows[0], :, :]
 
     def max(self, value: float) -> float:
         """The largest of ``value`` over the ranks sampling slabs (``value`` itself otherwise),

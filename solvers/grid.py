@@ -10,6 +10,7 @@ condition; steady problems have ``T = 1``.
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -92,9 +93,16 @@ class Grid:
         n = self.shape[a]
         return np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
 
-    def mesh_grid(self) -> np.ndarray:
-        """Point coordinates, shape ``(3, X, Y, Z)``, in the layout DOLFINx's ``interpolate`` takes."""
-        return np.stack(np.meshgrid(self.axis(0), self.axis(1), self.axis(2), indexing="ij"))
+    def mesh_grid(self, rows: tuple[int, int] | None = None) -> np.ndarray:
+        """Point coordinates, shape ``(3, X, Y, Z)``, in the layout DOLFINx's ``interpolate`` takes;
+        with ``rows``, those of the x rows ``[lo, hi)`` only, ``(3, hi - lo, Y, Z)``."""
+        x = self.axis(0) if rows is None else self.axis(0)[rows[0] : rows[1]]
+        return np.stack(np.meshgrid(x, self.axis(1), self.axis(2), indexing="ij"))
+
+    def drawn_rows(self, comm: Any = None) -> tuple[int, int]:
+        """The x rows ``[lo, hi)`` of a sample's initial fields that the rank ``comm.rank`` of
+        the sample's solve draws (:meth:`Family.initial_fields`): all of them, ``(0, X)``."""
+        return (0, self.shape[0])
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,16 @@ class SlabGrid(Grid):
             raise UserInputError(
                 f"{len(self.slabs)} x slabs need at least as many cells along x, got {self.cells}"
             )
+
+    def drawn_rows(self, comm: Any = None) -> tuple[int, int]:
+        """On more than one slab, rank ``comm.rank``'s slab ``[lo, hi)`` and the next slab's
+        first row: the rows of every dof it owns (its cells span rows ``lo`` to ``hi``)."""
+        if len(self.slabs) == 1:
+            return (0, self.shape[0])
+        if comm is None or comm.size != len(self.slabs):
+            raise ValueError(f"{len(self.slabs)} x slabs need the communicator of their ranks")
+        lo, hi = self.slabs[comm.rank]
+        return (lo, min(hi + 1, self.shape[0]))
 
     @property
     def whole(self) -> Grid:

@@ -68,10 +68,17 @@ class AdvectionDiffusion(Family):
         return cls.channels[: 1 + dim]
 
     def initial_fields(
-        self, params: AdvectionDiffusionParams, grid: Grid, rng: np.random.Generator
+        self,
+        params: AdvectionDiffusionParams,
+        grid: Grid,
+        rng: np.random.Generator,
+        comm: Any = None,
     ) -> np.ndarray:
-        velocity = divergence_free_field(grid, params.velocity_length_scale, params.speed, rng)
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        velocity = divergence_free_field(
+            grid, params.velocity_length_scale, params.speed, rng, comm
+        )
+        rows = grid.drawn_rows(comm)
+        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng, rows=rows)
         return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:

@@ -122,13 +122,13 @@ def solve(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`AdvectionDiffusion`: steps of Courant number at most
     :data:`COURANT`, and at least one per grid spacing of time."""
-    initial = family.initial_fields(params, grid, rng)
+    initial = family.initial_fields(params, grid, rng, comm)
     u0, velocity = initial[0], initial[1:]
     msh = grid_mesh(comm, grid)
     b = fem.Function(fem.functionspace(msh, ("Lagrange", 1, (grid.dim,))))
     velocity_sampler = GridSampler(b.function_space, grid)
     velocity_sampler.from_grid(b, velocity)
-    top_speed = float(np.sqrt(np.sum(velocity**2, axis=0)).max())
+    top_speed = comm.allreduce(float(np.sqrt(np.sum(velocity**2, axis=0)).max()), op=MPI.MAX)
     every = grid.internal_steps(COURANT * grid.h / top_speed)
     steps = every * (grid.snapshots - 1)
     static = velocity_sampler.local(velocity)  # this rank's part: all of it, or its x slab

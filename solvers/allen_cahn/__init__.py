@@ -52,10 +52,14 @@ class AllenCahn(Family):
     }
 
     def initial_fields(
-        self, params: AllenCahnParams, grid: Grid, rng: np.random.Generator
+        self, params: AllenCahnParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
-        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng)
-        return (u0 * (params.ic_amplitude / np.abs(u0).max()))[None]  # (1, X, Y, Z)
+        rows = grid.drawn_rows(comm)
+        u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng, rows=rows)
+        peak = np.abs(u0).max()
+        if rows != (0, grid.shape[0]):
+            peak = max(comm.allgather(peak))
+        return (u0 * (params.ic_amplitude / peak))[None]  # (1, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         u = fields[:, 0]  # (B, T, X, Y, Z)

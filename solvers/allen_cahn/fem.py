@@ -81,7 +81,7 @@ def solve(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`AllenCahn`: steps no longer than the grid spacing ``h``
     (time and space refine together; at most 1, as the maximum principle needs)."""
-    u0 = family.initial_fields(params, grid, rng)
+    u0 = family.initial_fields(params, grid, rng, comm)
     every = math.ceil(grid.dt / grid.h - 1e-9)
     steps = every * (grid.snapshots - 1)
     with StabilisedEuler(grid_mesh(comm, grid), params.epsilon, grid.t_end / steps) as stepper:

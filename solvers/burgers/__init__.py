@@ -64,12 +64,14 @@ class Burgers(Family):
         return cls.channels[:dim]
 
     def initial_fields(
-        self, params: BurgersParams, grid: Grid, rng: np.random.Generator
+        self, params: BurgersParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
-        amplitude = params.ic_amplitude * wall_bubble(grid)
+        rows = grid.drawn_rows(comm)
+        amplitude = params.ic_amplitude * wall_bubble(grid, rows)
         return np.stack(
             [
-                amplitude * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+                amplitude
+                * gaussian_random_field(grid.shape, params.ic_length_scale, rng, rows=rows)
                 for _ in range(grid.dim)
             ]
         )  # (dim, X, Y, Z)

@@ -142,8 +142,8 @@ def solve(
     """:meth:`Family.solve` of :class:`Burgers`: at least one step per grid spacing of time and
     an advective CFL number of at most 1; a stored frame faster than twice the initial speed
     is a blow-up."""
-    u0 = family.initial_fields(params, grid, rng)
-    speed = float(np.sqrt(np.sum(u0**2, axis=0)).max())
+    u0 = family.initial_fields(params, grid, rng, comm)
+    speed = comm.allreduce(float(np.sqrt(np.sum(u0**2, axis=0)).max()), op=MPI.MAX)
     # As computed for the stored samples: in floating point, unlike Grid.internal_steps, so it
     # takes one step more where dt / (h t_end) rounds just above an integer.
     tau_max = grid.h * min(grid.t_end, 1.0 / speed) if speed > 0 else grid.h * grid.t_end

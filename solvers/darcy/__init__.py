@@ -58,10 +58,14 @@ class Darcy(Family):
     }
 
     def initial_fields(
-        self, params: DarcyParams, grid: Grid, rng: np.random.Generator
+        self, params: DarcyParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
         a = gaussian_random_field(
-            grid.shape, params.length_scale, rng, std=params.log_permeability_std
+            grid.shape,
+            params.length_scale,
+            rng,
+            std=params.log_permeability_std,
+            rows=grid.drawn_rows(comm),
         )
         return np.stack([a, np.zeros_like(a)])  # (2, X, Y, Z): the pressure is the solve's
 

@@ -87,7 +87,7 @@ def solve(
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`Darcy`: the pressure in the sample's permeability."""
-    a = family.initial_fields(params, grid, rng)[0]
+    a = family.initial_fields(params, grid, rng, comm)[0]
     msh = grid_mesh(comm, grid)
     V = fem.functionspace(msh, ("Lagrange", 1))
     sampler = GridSampler(V, grid)

@@ -61,10 +61,10 @@ class GrayScott(Family):
     }
 
     def initial_fields(
-        self, params: GrayScottParams, grid: Grid, rng: np.random.Generator
+        self, params: GrayScottParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
         size, count = params.perturbation_size, round(params.perturbation_count)
-        return np.stack(seeded_spots(grid, size, count, rng))  # (2, X, Y, Z)
+        return np.stack(seeded_spots(grid, size, count, rng, grid.drawn_rows(comm)))
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         names = self.Params.names()
@@ -94,17 +94,22 @@ class GrayScott(Family):
 
 
 def seeded_spots(
-    grid: Grid, size: float, count: int, rng: np.random.Generator
+    grid: Grid,
+    size: float,
+    count: int,
+    rng: np.random.Generator,
+    rows: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The initial state: ``u = 1, v = 0`` perturbed in ``count`` Gaussian spots centred in the
     middle 60 % of the box, each with a standard deviation within 30 % of ``size``: with ``g`` the
     largest spot profile at a point (peak 1), ``u = 1 - g / 2`` and ``v = g / 4``.
 
     Returns:
-        ``(u0, v0)``, float64 ``(X, Y, Z)`` each, with values in ``[0, 1]``.
+        ``(u0, v0)``, float64 ``(X, Y, Z)`` each (of the x ``rows`` only, if given), with values
+        in ``[0, 1]``.
     """
-    x = grid.mesh_grid()[: grid.dim]  # (dim, X, Y, Z)
-    spots = np.zeros(grid.shape)
+    x = grid.mesh_grid(rows)[: grid.dim]  # (dim, X, Y, Z)
+    spots = np.zeros(x.shape[1:])
     for _ in range(count):
         centre = rng.uniform(0.2, 0.8, size=grid.dim)
         radius = size * rng.uniform(0.7, 1.3)

@@ -96,7 +96,7 @@ def solve(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`GrayScott`: steps of at most :data:`TAU_MAX`, and at least
     one per grid spacing of time."""
-    u0, v0 = family.initial_fields(params, grid, rng)
+    u0, v0 = family.initial_fields(params, grid, rng, comm)
     every = grid.internal_steps(TAU_MAX)
     steps = every * (grid.snapshots - 1)
     coefficients = (params.diffusivity_u, params.diffusivity_v, params.feed, params.kill)

@@ -48,9 +48,10 @@ class Heat(Family):
     }
 
     def initial_fields(
-        self, params: HeatParams, grid: Grid, rng: np.random.Generator
+        self, params: HeatParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
-        return gaussian_random_field(grid.shape, params.ic_length_scale, rng)[None]  # (1, X, Y, Z)
+        rows = grid.drawn_rows(comm)
+        return gaussian_random_field(grid.shape, params.ic_length_scale, rng, rows=rows)[None]
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         u = fields[:, 0]  # (B, T, X, Y, Z)

@@ -94,7 +94,7 @@ def solve(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`Heat`: about one implicit Euler step per grid spacing of
     time."""
-    u0 = family.initial_fields(params, grid, rng)
+    u0 = family.initial_fields(params, grid, rng, comm)
     every = grid.internal_steps()
     steps = every * (grid.snapshots - 1)
     with ImplicitEuler(grid_mesh(comm, grid), params.diffusivity, grid.t_end / steps) as stepper:

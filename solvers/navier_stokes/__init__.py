@@ -65,7 +65,7 @@ class NavierStokes(Family):
         return (*cls.channels[:dim], cls.channels[-1])
 
     def initial_fields(
-        self, params: NavierStokesParams, grid: Grid, rng: np.random.Generator
+        self, params: NavierStokesParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
         # The initial state is a discrete projection: the FEM part draws it.
         return self.fem().initial_fields(self, params, grid, rng)

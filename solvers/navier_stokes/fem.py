@@ -56,7 +56,7 @@ from pdeladder.solvers.fem import (
     make_ksp,
     solve_checked,
 )
-from pdeladder.solvers.grid import Grid
+from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.navier_stokes import NavierStokes, NavierStokesParams
 from pdeladder.solvers.random_fields import gaussian_random_field, wall_bubble
 from pdeladder.solvers.stepping import TimeStepper
@@ -275,19 +275,29 @@ class TaylorHoodFlow(TimeStepper):
 
 
 def random_potential(
-    dim: int, cells: int, length_scale: float, rng: np.random.Generator
+    grid: Grid, length_scale: float, rng: np.random.Generator, comm: MPI.Comm | None = None
 ) -> tuple[np.ndarray, Grid]:
     """A random stream function (2D) or vector potential (3D) ``ξ w²`` (``w`` the
-    :func:`wall_bubble`) whose curl vanishes on the walls, on the grid of twice the resolution of a mesh with ``cells`` cells per axis: its
-    points are exactly the P2 dofs of that mesh (vertices and edge midpoints).
+    :func:`wall_bubble`) whose curl vanishes on the walls, on the grid of twice the resolution
+    of ``grid``'s mesh: its points are exactly the P2 dofs of that mesh (vertices and edge
+    midpoints). On a :class:`SlabGrid` (``comm`` its ranks) the fine grid has the slabs of twice
+    the rows, and the potential only the rows it draws (:meth:`Grid.drawn_rows`).
 
     Returns the potential ``(1 or 3, X, Y, Z)`` and that grid.
     """
-    fine = Grid(dim, 2 * cells + 1, 1, 0.0)
-    envelope = wall_bubble(fine) ** 2
-    components = 1 if dim == 2 else 3
+    fine = Grid(grid.dim, 2 * grid.cells + 1, 1, 0.0)
+    if isinstance(grid, SlabGrid):
+        n = fine.resolution
+        slabs = tuple((2 * lo, min(2 * hi, n)) for lo, hi in grid.slabs)
+        fine = SlabGrid(grid.dim, n, 1, 0.0, slabs=slabs)
+    rows = fine.drawn_rows(comm)
+    envelope = wall_bubble(fine, rows) ** 2
+    components = 1 if grid.dim == 2 else 3
     potential = np.stack(
-        [envelope * gaussian_random_field(fine.shape, length_scale, rng) for _ in range(components)]
+        [
+            envelope * gaussian_random_field(fine.shape, length_scale, rng, rows=rows)
+            for _ in range(components)
+        ]
     )
     return potential, fine
 
@@ -311,7 +321,7 @@ def start(
     """The sample's flow at ``t = 0`` on the mesh of ``grid`` over ``comm``, its random
     initial state drawn from ``rng``; returns it and the internal steps per stored snapshot
     (:meth:`Grid.internal_steps`), which set its time step."""
-    potential, fine = random_potential(grid.dim, grid.cells, params.length_scale, rng)
+    potential, fine = random_potential(grid, params.length_scale, rng, comm)
     every = grid.internal_steps()
     steps = every * (grid.snapshots - 1)
     flow = TaylorHoodFlow(grid_mesh(comm, grid), 1.0 / params.reynolds, grid.t_end / steps)

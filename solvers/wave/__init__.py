@@ -51,9 +51,12 @@ class Wave(Family):
     }
 
     def initial_fields(
-        self, params: WaveParams, grid: Grid, rng: np.random.Generator
+        self, params: WaveParams, grid: Grid, rng: np.random.Generator, comm: Any = None
     ) -> np.ndarray:
-        u0 = wall_bubble(grid) * gaussian_random_field(grid.shape, params.ic_length_scale, rng)
+        rows = grid.drawn_rows(comm)
+        u0 = wall_bubble(grid, rows) * gaussian_random_field(
+            grid.shape, params.ic_length_scale, rng, rows=rows
+        )
         return np.stack([u0, np.zeros_like(u0)])  # (2, X, Y, Z): plucked, at rest
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:

@@ -124,7 +124,7 @@ def solve(
     stats: SolveStats,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:meth:`Family.solve` of :class:`Wave`: steps of Courant number at most :data:`COURANT`."""
-    u0, v0 = family.initial_fields(params, grid, rng)
+    u0, v0 = family.initial_fields(params, grid, rng, comm)
     c = params.wave_speed
     # The Courant bound alone (not Grid.internal_steps, whose grid-spacing floor would add
     # steps at small c), as computed for the stored samples.

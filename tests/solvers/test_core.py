@@ -53,6 +53,41 @@ def test_gaussian_random_field_is_seeded_unit_variance_and_smooth_at_its_length_
     assert roughness(0.05) / roughness(0.2) == pytest.approx(16, rel=0.35)
 
 
+@pytest.mark.parametrize(
+    "shape, periodic",
+    [((33, 1, 1), False), ((20, 17, 1), True), ((13, 11, 9), False), ((12, 9, 7), True)],
+)
+@pytest.mark.parametrize("length_scale", [0.03, 0.1, 0.5, 10.0])
+def test_a_rows_draw_is_the_whole_draws_rows_and_leaves_the_generator_alike(
+    shape, periodic, length_scale
+):
+    for rows in [(0, 3), (shape[0] // 3, shape[0] - 2), (shape[0] - 1, shape[0])]:
+        whole_rng, rows_rng = np.random.default_rng(4), np.random.default_rng(4)
+        whole = gaussian_random_field(shape, length_scale, whole_rng, periodic=periodic)
+        part = gaussian_random_field(shape, length_scale, rows_rng, periodic=periodic, rows=rows)
+        assert part.shape == (rows[1] - rows[0], *shape[1:])
+        scale = np.abs(whole).max()
+        assert np.abs(part - whole[rows[0] : rows[1]]).max() <= 1e-12 * scale, rows
+        assert whole_rng.standard_normal() == rows_rng.standard_normal()  # the same stream
+    with pytest.raises(ValueError, match="not rows"):
+        gaussian_random_field(shape, 0.1, np.random.default_rng(0), rows=(2, 1))
+
+
+def test_a_rows_draw_holds_memory_of_its_rows_not_of_the_grid():
+    import tracemalloc
+
+    def peak(rows):
+        tracemalloc.start()
+        gaussian_random_field((257, 257, 1), 0.1, np.random.default_rng(0), rows=rows)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    whole, quarter = peak(None), peak((0, 64))
+    assert whole > 16 * 257 * 257  # the extended box of complex noise: 4x the grid, 16 B each
+    assert quarter < 0.3 * whole, (quarter, whole)
+
+
 @pytest.mark.parametrize("dim", [1, 2, 3])
 def test_wall_bubble_is_one_at_the_centre_and_zero_on_the_walls(dim):
     grid = Grid(dim, 5, 1, 0.0)

@@ -13,6 +13,7 @@ from dolfinx import fem
 
 from pdeladder.solvers import get_family
 from pdeladder.solvers.fem import box_mesh
+from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.navier_stokes import NavierStokesParams
 from pdeladder.solvers.navier_stokes.fem import TaylorHoodFlow, random_potential
 from pdeladder.solvers.testing import FamilyContract
@@ -64,7 +65,9 @@ def test_steady_flow_agrees_with_kovasznay_and_stays_divergence_free():
 def random_flow(cells: int, reynolds: float, tau: float, seed: int) -> TaylorHoodFlow:
     """A 2D flow on ``cells`` cells per axis, started as the family starts its samples."""
     rng = np.random.default_rng(seed)
-    potential, fine = random_potential(2, cells, NavierStokesParams().length_scale, rng)
+    potential, fine = random_potential(
+        Grid(2, cells + 1, 1, 0.0), NavierStokesParams().length_scale, rng
+    )
     flow = TaylorHoodFlow(box_mesh(MPI.COMM_SELF, 2, cells), 1 / reynolds, tau)
     flow.start_from_potential(potential, fine)
     return flow

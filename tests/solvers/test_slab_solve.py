@@ -192,6 +192,63 @@ def test_a_rank_that_dies_leaves_no_committed_sample(tmp_path):
     assert any("did not finish" in m for m in problems), problems
 
 
+# Every family's initial fields drawn on 3 uneven x slabs against the whole draw's rows.
+_DRAWN_ROWS = textwrap.dedent(
+    """
+    import json, sys
+    from mpi4py import MPI
+    import numpy as np
+    from pdeladder.dataset import format as fmt
+    from pdeladder.solvers import get_family
+    from pdeladder.solvers.grid import SlabGrid
+    from pdeladder.solvers.navier_stokes.fem import random_potential
+    from pdeladder.solvers.slab_solve import chunk_x_for
+
+    comm, out = MPI.COMM_WORLD, {}
+    for name in json.loads(sys.argv[1]):
+        fam = get_family(name)
+        for dim in fam.dims:
+            g = fam.grid(dim, 11, 1 if fam.steady else 3)
+            slabs = tuple(fmt.slabs(11, chunk_x_for(11, comm.size), comm.size))
+            sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
+            lo, hi = sg.drawn_rows(comm)
+            draw = lambda grid, c=None: fam.initial_fields(
+                fam.Params(), grid, np.random.default_rng(3), c
+            )
+            if name == "navier_stokes":  # its state is a projection; its random part is this
+                draw = lambda grid, c=None: random_potential(
+                    grid, fam.Params().length_scale, np.random.default_rng(3), c
+                )[0]
+                lo, hi = 2 * lo, 2 * hi - 1
+            whole, part = draw(g), draw(sg, comm)
+            scale = max(np.abs(whole).max(), 1e-300)
+            gap = float(np.abs(part - whole[:, lo:hi]).max() / scale)
+            gaps = comm.gather([gap, part.shape[1] < whole.shape[1]], root=0)
+            if comm.rank == 0:
+                out[f"{name} {dim}D"] = gaps
+    if comm.rank == 0:
+        print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.mpi
+def test_every_familys_initial_fields_drawn_in_x_slabs_are_the_whole_draws_rows():
+    names = list(BOUNDS)
+    done = subprocess.run(
+        [MPIEXEC, "-n", "3", sys.executable, "-c", _DRAWN_ROWS, json.dumps(names)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gaps = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(gaps) == sum(len(get_family(n).dims) for n in names)
+    for key, ranks in gaps.items():
+        for gap, fewer_rows in ranks:
+            assert gap <= 1e-12 and fewer_rows, (key, ranks)
+
+
 # Every family, serial against 2 ranks (the bounds of BOUNDS).
 _EVERY_FAMILY = textwrap.dedent(
     """
