@@ -138,6 +138,16 @@ class Normaliser:
         """Mean and std of each sample's family, ``(B, C)`` viewed as ``shape``."""
         return self.mean[family].view(shape), self.std[family].view(shape)
 
+    def statistics(
+        self, family: torch.Tensor, present: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and std ``(B, 1, C, 1)`` of samples of ``family`` ``(B,)`` with slots
+        ``present`` ``(B, C)``, as :meth:`apply` takes them: the mean is 0 in absent slots, so
+        their zeros stay 0. Samples of one group share theirs (``B = 1`` broadcasts)."""
+        b, c = present.shape
+        mean, std = self.mean_std(family, (b, 1, c, 1))
+        return mean * present.view(b, 1, c, 1), std
+
     def normalise(
         self,
         fields: torch.Tensor,
@@ -148,10 +158,19 @@ class Normaliser:
         """Physical ``fields`` ``(B, T, C, X, Y, Z)`` of samples of ``family`` ``(B,)`` with slots
         ``present`` ``(B, C)`` normalised, same layout (into ``out``, contiguous, when given);
         absent slots hold zeros and stay 0."""
+        return self.apply(fields, *self.statistics(family, present), out=out)
+
+    @staticmethod
+    def apply(
+        fields: torch.Tensor,
+        mean: torch.Tensor,
+        std: torch.Tensor,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``(fields - mean) / std`` of ``(B, T, C, X, Y, Z)`` fields with their
+        :meth:`statistics`, same layout (into ``out``, contiguous, when given): two passes,
+        no temporary."""
         b, t, c, *space = fields.shape
-        per = (b, 1, c, 1)
-        mean, std = self.mean_std(family, per)
-        mean = mean * present.view(per)
         flat = fields.reshape(b, t, c, math.prod(space))
         dest = None if out is None else out.view(flat.shape)
         return torch.sub(flat, mean, out=dest).div_(std).view(fields.shape)

@@ -135,16 +135,21 @@ def test_prefetch_zero_reads_the_same_batches_in_the_consumers_thread(mixed_stor
 
 
 def test_reader_threads_normalise_as_the_processor_does(mixed_store):
-    """``normalise=True``: each batch's ``normalised`` is bitwise what the processor makes of its
-    fields (two families, absent slots), and the processor takes it; its arrays are recycled
-    once dropped, never shared by two live batches."""
+    """``normalise=True``: each batch's ``normalised`` is bitwise ``(fields - mean) / std`` with
+    the layout's statistics and what the processor makes of its fields (two families, absent
+    slots), and the processor takes it; its arrays are recycled once dropped, never shared by
+    two live batches."""
     url, _ = mixed_store
     ds = StoreDataset(url, batch_size=2, seed=1, normalise=True)
-    processor = DataProcessor(ds.catalog.layout)
+    layout = ds.catalog.layout
+    processor = DataProcessor(layout)
     held = list(ds) + list(ds)  # two epochs, all alive
     pointers = [b["normalised"].data_ptr() for b in held]
     assert len(set(pointers)) == len(pointers)
     for b in held:
+        stats = layout.normalisation[layout.families[int(b["family"][0])]]
+        mean, std = (torch.tensor(stats[k]).view(1, 1, -1, 1, 1, 1) for k in ("mean", "std"))
+        assert torch.equal(b["normalised"], (b["fields"] - mean) / std)
         plain = {k: v for k, v in b.items() if k != "normalised"}
         assert torch.equal(processor.normalised(b), processor.normalised(plain))
         assert b["normalised"][:, :, ~b["present"][0]].eq(0).all()
