@@ -20,6 +20,7 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -127,14 +128,20 @@ class SampleChunks:
 
     def keys(self, index: int, region: Region | None = None) -> list[str]:
         """The store keys of sample ``index``'s chunks (of ``region``), in C order."""
+        head = f"{self.prefix}/c{self.separator}{index}"
+        return [head + tail for tail in (self._tails if region is None else self._ends(region))]
+
+    @cached_property
+    def _tails(self) -> list[str]:
+        """What follows the sample index in the keys of a whole sample (the same for every
+        sample: made once, a read per sample would cost microseconds)."""
+        return self._ends(self.whole)
+
+    def _ends(self, region: Region) -> list[str]:
         sep = self.separator
         if not self.shape:
-            return [f"{self.prefix}/c{sep}{index}"]
-        region = self.whole if region is None else region
-        return [
-            f"{self.prefix}/c{sep}{index}{sep}{sep.join(map(str, block))}"
-            for block in itertools.product(*region)
-        ]
+            return [""]
+        return [sep + sep.join(map(str, block)) for block in itertools.product(*region)]
 
     def encode(self, value: Any, region: Region | None = None) -> list[Any]:
         """The chunks of ``value`` (one sample's values of ``region``, default the whole

@@ -13,6 +13,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -223,6 +224,56 @@ def make_batch(
     )
 
 
+@dataclass(frozen=True)
+class FamilySlots:
+    """What every batch of one family at one dimension shares in ``layout``, made once (a
+    loader keeps one per group): its channel slots (:func:`slots`), ``present`` and
+    ``predicted`` ``(C,)`` masks, family id and the layout's parameter slots."""
+
+    family: str
+    where: slice | list[int]
+    present: np.ndarray
+    predicted: np.ndarray
+    family_id: int
+    n_params: int
+
+    @classmethod
+    def of(cls, layout: SlotLayout, family: str, dim: int) -> "FamilySlots":
+        present, predicted = layout.roles(get_family(family), dim)
+        where = slots(layout, family, dim)
+        return cls(family, where, present, predicted, layout.family_id(family), layout.n_params)
+
+    def batch(
+        self,
+        grid: Grid,
+        fields: np.ndarray,
+        params: np.ndarray,
+        params_norm: np.ndarray,
+        *,
+        solved: bool,
+        group: str | None = None,
+        index: np.ndarray | None = None,
+        normalised: np.ndarray | None = None,
+    ) -> dict[str, Any]:
+        """:func:`batch_dict` of these slots."""
+        b = fields.shape[0]
+        padded = np.zeros((b, max(self.n_params, params.shape[1])), np.float32)
+        padded[:, : params.shape[1]] = params
+        index = np.full(b, -1) if index is None else index
+        return {
+            "fields": torch.from_numpy(fields),
+            "present": torch.from_numpy(np.repeat(self.present[None], b, 0)),
+            "predicted": torch.from_numpy(np.repeat(self.predicted[None], b, 0)),
+            "params": torch.from_numpy(padded),
+            "params_norm": torch.from_numpy(params_norm),
+            "family": torch.from_numpy(np.full(b, self.family_id, np.int64)),
+            "solved": torch.from_numpy(np.full(b, solved)),
+            "grid": grid,
+            "group": group,
+            "index": torch.from_numpy(np.asarray(index, np.int64)),
+        } | ({} if normalised is None else {"normalised": torch.from_numpy(normalised)})
+
+
 def batch_dict(
     layout: SlotLayout,
     family: str,
@@ -241,20 +292,13 @@ def batch_dict(
     their :meth:`~pdeladder.dataset.slots.SlotLayout.normalise_params`, of samples
     ``index`` of ``group`` (None and -1 for samples not from a store); with ``normalised``
     (``fields`` normalised, same shape) under that key too."""
-    fam = get_family(family)
-    b = fields.shape[0]
-    padded = np.zeros((b, max(layout.n_params, params.shape[1])), np.float32)
-    padded[:, : params.shape[1]] = params
-    present, predicted = layout.roles(fam, grid.dim)
-    return {
-        "fields": torch.from_numpy(fields),
-        "present": torch.from_numpy(np.repeat(present[None], b, 0)),
-        "predicted": torch.from_numpy(np.repeat(predicted[None], b, 0)),
-        "params": torch.from_numpy(padded),
-        "params_norm": torch.from_numpy(params_norm),
-        "family": torch.full((b,), layout.family_id(family), dtype=torch.long),
-        "solved": torch.full((b,), solved),
-        "grid": grid,
-        "group": group,
-        "index": torch.as_tensor(np.full(b, -1) if index is None else index, dtype=torch.long),
-    } | ({} if normalised is None else {"normalised": torch.from_numpy(normalised)})
+    return FamilySlots.of(layout, family, grid.dim).batch(
+        grid,
+        fields,
+        params,
+        params_norm,
+        solved=solved,
+        group=group,
+        index=index,
+        normalised=normalised,
+    )

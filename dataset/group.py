@@ -332,6 +332,11 @@ class Group:
         }
 
     @cached_property
+    def _reads_into(self) -> bool:
+        """Whether samples are read straight into arrays (:meth:`SampleChunks.reads_into`)."""
+        return self.chunks["fields"].reads_into(self._zstore)
+
+    @cached_property
     def _field_blocks(self) -> list[tuple[slice, ...]]:
         """The chunks of a sample whose checksums :meth:`checksums` combines: each ``fields``
         chunk from version 5 on, the whole sample before."""
@@ -496,10 +501,7 @@ def read_samples(
         return []
     store = items[0][0].node.store
     dests = [None] * len(items) if out is None else list(out)
-    direct = [
-        d is not None and g.chunks["fields"].reads_into(store)
-        for (g, _, _), d in zip(items, dests, strict=True)
-    ]
+    direct = [d is not None and g._reads_into for (g, _, _), d in zip(items, dests, strict=True)]
     keys = [group.chunks["fields"].keys(index) for group, index, _ in items]
     found = iter(
         chunks.get(store, [k for ks, d in zip(keys, direct, strict=True) if not d for k in ks])

@@ -69,19 +69,17 @@ from torch.utils.data import IterableDataset, get_worker_info
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.collate import (
+    FamilySlots,
     Planned,
     RecycledArrays,
-    batch_dict,
     epoch_plan,
     held_out_plan,
     new_fields,
     prefetched,
-    slots,
 )
 from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import Normaliser
 from pdeladder.errors import UserInputError
-from pdeladder.solvers.registry import get_family
 
 #: Batches whose samples are read ahead of the consumer. Two keep a consumer that computes
 #: as long as a batch takes to read from waiting; more absorb uneven reads.
@@ -252,9 +250,7 @@ class StoreDataset(IterableDataset):
         for (path, indices, fields, norm, run), _ in done:
             if run.stop == len(indices):  # the batch's samples are all in (jobs finish in order)
                 entry = entries[path]
-                yield batch_dict(
-                    layout,
-                    entry.family,
+                yield reader.slots[path].batch(
                     entry.grid,
                     fields,
                     entry.params[indices],
@@ -295,7 +291,7 @@ class StoreDataset(IterableDataset):
         """Read samples ``run`` of a batch into their slots of its ``fields``."""
         path, indices, fields, _, run = job
         group, entry = reader.groups[path], self.catalog.groups[path]
-        where = slots(self.catalog.layout, entry.family, entry.grid.dim)
+        where = reader.slots[path].where
         rows = self._x_range(group)
         if rows is not None:
             if rows[1] > rows[0]:
@@ -324,16 +320,25 @@ class StoreDataset(IterableDataset):
             threads = read_threads(depth, local=is_local(store.root.store))
             pool = ThreadPoolExecutor(threads, thread_name_prefix="pdeladder-loader")
             layout, statistics = self.catalog.layout, {}
-            for path, entry in self.catalog.groups.items():
-                if self.normaliser is not None:  # made once: a batch's own would cost 0.1 ms
-                    present, _ = layout.roles(get_family(entry.family), entry.grid.dim)
-                    family = torch.tensor([layout.family_id(entry.family)])
+            family_slots = {  # made once, as the statistics: a batch's own would cost 0.1 ms
+                path: FamilySlots.of(layout, entry.family, entry.grid.dim)
+                for path, entry in self.catalog.groups.items()
+            }
+            for path, fs in family_slots.items():
+                if self.normaliser is not None:
                     statistics[path] = self.normaliser.statistics(
-                        family, torch.from_numpy(present[None])
+                        torch.tensor([fs.family_id]), torch.from_numpy(fs.present[None])
                     )
             normalised = RecycledArrays(keep=2 * self.prefetch + 4)
             reader = self._reader = _Reader(
-                os.getpid(), depth, groups, pool, RecycledArrays(), normalised, statistics
+                os.getpid(),
+                depth,
+                groups,
+                pool,
+                RecycledArrays(),
+                normalised,
+                family_slots,
+                statistics,
             )
         return reader
 
@@ -350,4 +355,5 @@ class _Reader:
     pool: ThreadPoolExecutor
     scratch: RecycledArrays  # the threads' arrays for samples whose slot is not contiguous
     normalised: RecycledArrays  # the batches' normalised arrays
+    slots: dict[str, FamilySlots]  # per group: what its batches share
     statistics: dict[str, tuple[torch.Tensor, torch.Tensor]]  # per group, normalising: mean, std

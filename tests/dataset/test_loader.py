@@ -73,6 +73,12 @@ def test_batches_restore_the_stored_samples(mixed_store):
         B, T, C, X, Y, Z = b["fields"].shape
         assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["grid"].dim == 2 else (9, 1, 1))
         assert b["fields"].dtype == torch.float32 and b["family"].shape == (B,)
+        dtypes = {k: v.dtype for k, v in b.items() if isinstance(v, torch.Tensor)}
+        assert dtypes == {"fields": torch.float32, "present": torch.bool,
+                          "predicted": torch.bool, "params": torch.float32,
+                          "params_norm": torch.float32, "family": torch.int64,
+                          "solved": torch.bool, "index": torch.int64}  # fmt: skip
+        assert b["present"].shape == b["predicted"].shape == (B, C)
         assert isinstance(b["group"], str) and len(set(b["family"].tolist())) == 1  # one group
         assert b["solved"].all()
         for k in range(B):
