@@ -1,5 +1,5 @@
 """The pieces a loader is made of: plan batches (a pure function of the epoch) → read
-(prefetched) → collate into the batch dict of :func:`batch_dict`.
+(prefetched) → collate into the batch dict of :meth:`FamilySlots.batch`.
 
 Both loaders (:mod:`pdeladder.dataset.loader` for torch, :mod:`pdeladder.dataset.ray_source`
 for Ray Data) use these functions, and so do the batches made without a store (the unsolved
@@ -213,14 +213,15 @@ def make_batch(
     index: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The batch of one family's ``(B, T, C_f, X, Y, Z)`` physical fields (the whole grid, or
-    one rank's slab of it) and ``(B, P_f)`` params: :func:`batch_dict` of them in slots
-    (``params_norm`` computed unless given)."""
+    one rank's slab of it) and ``(B, P_f)`` params: :meth:`FamilySlots.batch` of them in
+    slots (``params_norm`` computed unless given)."""
+    family_slots = FamilySlots.of(layout, family, grid.dim)
     slotted = new_fields(layout, family, grid.dim, fields.shape)
-    slotted[:, :, slots(layout, family, grid.dim)] = fields
+    slotted[:, :, family_slots.where] = fields
     if params_norm is None:
         params_norm = layout.normalise_params(get_family(family), params)
-    return batch_dict(
-        layout, family, grid, slotted, params, params_norm, solved=solved, group=group, index=index
+    return family_slots.batch(
+        grid, slotted, params, params_norm, solved=solved, group=group, index=index
     )
 
 
@@ -255,7 +256,11 @@ class FamilySlots:
         index: np.ndarray | None = None,
         normalised: np.ndarray | None = None,
     ) -> dict[str, Any]:
-        """:func:`batch_dict` of these slots."""
+        """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
+        ``(B, T, C, X, Y, Z)``, already in these slots, and ``params`` ``(B, P_f)`` with their
+        :meth:`~pdeladder.dataset.slots.SlotLayout.normalise_params`, of samples ``index`` of
+        ``group`` (None and -1 for samples not from a store); with ``normalised`` (``fields``
+        normalised, same shape) under that key too."""
         b = fields.shape[0]
         padded = np.zeros((b, max(self.n_params, params.shape[1])), np.float32)
         padded[:, : params.shape[1]] = params
@@ -272,33 +277,3 @@ class FamilySlots:
             "group": group,
             "index": torch.from_numpy(np.asarray(index, np.int64)),
         } | ({} if normalised is None else {"normalised": torch.from_numpy(normalised)})
-
-
-def batch_dict(
-    layout: SlotLayout,
-    family: str,
-    grid: Grid,
-    fields: np.ndarray,
-    params: np.ndarray,
-    params_norm: np.ndarray,
-    *,
-    solved: bool,
-    group: str | None = None,
-    index: np.ndarray | None = None,
-    normalised: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
-    ``(B, T, C, X, Y, Z)``, already in ``layout``'s slots, and ``params`` ``(B, P_f)`` with
-    their :meth:`~pdeladder.dataset.slots.SlotLayout.normalise_params`, of samples
-    ``index`` of ``group`` (None and -1 for samples not from a store); with ``normalised``
-    (``fields`` normalised, same shape) under that key too."""
-    return FamilySlots.of(layout, family, grid.dim).batch(
-        grid,
-        fields,
-        params,
-        params_norm,
-        solved=solved,
-        group=group,
-        index=index,
-        normalised=normalised,
-    )
