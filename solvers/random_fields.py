@@ -99,8 +99,8 @@ def _field_rows(
     The whole draw is ``Re Σ_k c_k e^{i k·x}`` over the extended box (an unnormalised inverse
     FFT), ``c_k`` the noise times ``sqrt(S(k) / Σ S)``. The spectrum ``S`` is a product of one
     factor per axis, so the modes where some axis's factor is below :data:`NEGLIGIBLE_SPECTRUM`
-    times the peak of ``S`` form the complement of a box; the rest is a box of ``(2 r + 1)`` frequencies per axis, ``r ≈
-    4.3 / ℓ``, independent of the grid. The noise is drawn as the whole draw draws it (its real
+    times the peak of ``S`` form the complement of a box; the rest is a box of ``(2 r + 1)``
+    frequencies per axis, ``r ≈ 4.3 / ℓ``, independent of the grid. The noise is drawn as the whole draw draws it (its real
     parts, then its imaginary parts, in C order), :data:`STREAM_VALUES` at a time, keeping the
     box's values; the sum is then one small dense transform per axis, the first at the rows only.
     """
