@@ -1,6 +1,7 @@
 """One large sample solved on K = 1 and K = 2 MPI ranks (``pdeladder solve ... --ranks K``):
-solve speed-up, per-rank peak RSS (getrusage in each rank) and bytes written per rank, and the
-linear solvers that K = 2 may use, measured against each other.
+solve speed-up, per-rank peak RSS (getrusage in each rank), bytes written per rank, the K = 2
+sample against the K = 1 one (max difference over the largest magnitude), and the linear solvers
+that K = 2 may use, measured against each other.
 
     python benchmarks/solve_ranks.py [--family heat --dim 2 --resolution 257 --snapshots 11]
         [--solver NAME ...] [--repeat N] [--ceiling]
@@ -38,6 +39,7 @@ import tracemalloc
 
 import numpy as np
 
+from pdeladder.dataset.store import open_store
 from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV as ENV
 from pdeladder.solvers.fem import SOLVERS
 from pdeladder.solvers.grid import spatial_shape
@@ -53,7 +55,8 @@ IDLE = (
 
 def run(a: argparse.Namespace, ranks: int, solver: str | None, copies: int = 1) -> dict:
     """Rank 0's JSON line of ``pdeladder solve --ranks ranks``; with ``copies``, that many
-    solves started at once, and the slowest one's line."""
+    solves started at once, and the slowest one's line; ``fields``: the first copy's stored
+    sample, as read back from its store."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k != ENV}
         env.update({ENV: solver} if solver else {})
@@ -70,7 +73,9 @@ def run(a: argparse.Namespace, ranks: int, solver: str | None, copies: int = 1) 
             if process.returncode:
                 raise subprocess.CalledProcessError(process.returncode, process.args)
             lines.append(json.loads(out.strip().splitlines()[-1]))
-        return max(lines, key=lambda line: line["solve_s"])
+        store = open_store(os.path.join(tmp, "store0"))
+        fields = store.group(store.groups()[0]).read(0)
+        return max(lines, key=lambda line: line["solve_s"]) | {"fields": fields}
 
 
 def label(ranks: int, line: dict) -> str:
@@ -159,6 +164,11 @@ def main() -> None:
         f"  per-rank peak RSS K=2 / K=1: {peak2 / peak1:.2f} "
         f"(above an idle rank's {idle:.0f} MB: {(peak2 - idle) / (peak1 - idle):.2f})"
     )
+    for (ranks, _), runs in lines.items():
+        if ranks > 1:
+            serial = one[0]["fields"]
+            gap = np.abs(runs[0]["fields"] - serial).max() / np.abs(serial).max()
+            print(f"  {label(ranks, runs[0])} against K = 1: max |difference| / max |u| {gap:.1e}")
     ratio = max(two[0]["bytes_per_rank"]) / one[0]["bytes_per_rank"][0]
     print(f"  bytes per rank K=2 / K=1: {ratio:.2f}")
     shape = spatial_shape(a.dim, a.resolution)
