@@ -32,6 +32,7 @@ import numpy as np
 
 from pdeladder.dataset import format as fmt
 from pdeladder.errors import SolveError, UserInputError
+from pdeladder.processes import tied
 from pdeladder.solvers.family import Family, Sample, SolveStats, sample_generator
 from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.registry import get_family
@@ -171,31 +172,16 @@ def mpiexec() -> str:
     return found
 
 
-#: Run as ``python -c TIED PARENT_PID PROGRAM ARGS...``: exec ``PROGRAM`` tied to the process
-#: ``PARENT_PID`` (Linux's ``PR_SET_PDEATHSIG``: the kernel sends it SIGTERM when the parent
-#: dies, by SIGKILL too, and mpiexec then ends its ranks), or exit at once when that parent is
-#: gone already. Elsewhere a plain exec.
-TIED = (
-    "import ctypes, os, signal, sys\n"
-    "if sys.platform == 'linux':\n"
-    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"  # 1: PR_SET_PDEATHSIG
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit(143)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])"
-)
-
-
 def run_on_ranks(spec: dict[str, Any], ranks: int, hosts: str | None = None) -> dict[str, Any]:
     """Run the slab solve of ``spec`` on ``ranks`` MPI processes (on ``hosts``, hydra's
     ``-hosts``, when given) and return rank 0's JSON line. Raises SolveError when a rank died
-    (the sample is then not committed). ``mpiexec`` is :data:`TIED` to this process: a killed
-    caller (the CLI, a Ray gang task, the driver that owns it) leaves no rank solving and
-    writing into the store beside the rerun that resubmits the sample."""
-    command = [sys.executable, "-c", TIED, str(os.getpid()), mpiexec(), "-n", str(ranks)]
-    command += ["-hosts", hosts] if hosts else []
+    (the sample is then not committed). ``mpiexec`` is :func:`~pdeladder.processes.tied` to
+    this process: a killed caller (the CLI, a Ray gang task, the driver that owns it) leaves no
+    rank solving and writing into the store beside the rerun that resubmits the sample."""
+    command = [mpiexec(), "-n", str(ranks), *(["-hosts", hosts] if hosts else [])]
     command += [sys.executable, "-m", "pdeladder.solvers.slab_solve", json.dumps(spec)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(tied(command), env=env, stdout=subprocess.PIPE, text=True, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode not in (0, 1) or not lines:
         raise SolveError(

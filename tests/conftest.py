@@ -4,6 +4,7 @@
 - ``prefect_server``: a real temporary Prefect server with SQLite (``prefect_test_harness``);
   ``PREFECT_API_URL`` points at it for this process and for Ray workers.
 - ``fresh_python``: runs code in a fresh interpreter (``sys.modules`` starts empty).
+- ``running``: the processes whose command line holds given words (Linux's /proc).
 """
 
 import os
@@ -54,3 +55,25 @@ def fresh_python() -> Callable[[str], list[str]]:
         return proc.stdout.strip().splitlines()
 
     return run
+
+
+@pytest.fixture
+def running() -> Callable[..., list[int]]:
+    """``running(*words, parent=None)``: pids of the live processes whose command line holds
+    every word (and whose parent is ``parent``, when given); a zombie's command line is empty."""
+
+    def pids(*words: str, parent: int | None = None) -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    line = f.read().replace(b"\0", b" ")
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if all(w.encode() in line for w in words) and parent in (None, ppid):
+                found.append(int(pid))
+        return found
+
+    return pids

@@ -36,6 +36,7 @@ from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import PdeladderError, UserInputError
+from pdeladder.processes import tied
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -365,7 +366,7 @@ def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]]
         procs = []
         for r, log in enumerate(logs):
             with log.open("w") as err:
-                procs.append(subprocess.Popen([*command, str(r)], env=env, stderr=err))
+                procs.append(subprocess.Popen(tied([*command, str(r)]), env=env, stderr=err))
         shown = dict.fromkeys(targets, 0)
         while any(p.poll() is None for p in procs):
             time.sleep(0.5)

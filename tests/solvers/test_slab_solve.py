@@ -193,39 +193,26 @@ def test_a_rank_that_dies_leaves_no_committed_sample(tmp_path):
     assert any("did not finish" in m for m in problems), problems
 
 
-def _solving(out: str) -> list[int]:
-    """Pids of the slab-solve ranks writing to ``out`` (Linux's /proc)."""
-    pids = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"pdeladder.solvers.slab_solve" in argv and any(out.encode() in a for a in argv):
-            pids.append(int(pid))
-    return pids
-
-
 @pytest.mark.mpi
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_killed_caller_leaves_no_rank_solving(tmp_path):
+def test_a_killed_caller_leaves_no_rank_solving(tmp_path, running):
     """SIGKILL of ``pdeladder solve --ranks 2`` mid-solve ends its ranks too (they would write
     on into the store beside the rerun's), and the sample stays uncommitted."""
     url = str(tmp_path / "store")
     args = ["solve", "heat", "--out", url, "--dim", "3", "--resolution", "65", "--ranks", "2"]
     cli = subprocess.Popen([PDELADDER, *args], env=ENV, stdout=subprocess.DEVNULL)
+    ranks = lambda: running("-m pdeladder.solvers.slab_solve", url)  # noqa: E731
     deadline = time.monotonic() + 120
-    while len(_solving(url)) < 2:
+    while len(ranks()) < 2:
         assert cli.poll() is None and time.monotonic() < deadline, "the ranks never started"
         time.sleep(0.2)
     time.sleep(3.0)  # past the imports, into the mesh and the solve (several seconds)
     cli.kill()
     cli.wait()
     deadline = time.monotonic() + 30
-    while _solving(url) and time.monotonic() < deadline:
+    while ranks() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _solving(url) == []
+    assert ranks() == []
     store = open_store(url) if os.path.exists(url) else None
     for path in store.groups() if store else []:
         assert OK not in store.group(path).status()

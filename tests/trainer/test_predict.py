@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.format import OK
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import verify
@@ -208,3 +210,28 @@ def test_two_domain_ranks_write_the_one_worker_prediction_slab_by_slab(
         assert json.loads(two.column("provenance")[0])["domain_ranks"] == 2
         for i in range(known_store.samples):
             np.testing.assert_allclose(two.read(i), one.read(i), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_predict_leaves_no_rank_writing(
+    known_store, operator_checkpoint, tmp_path, running
+):
+    """SIGKILL of ``pdeladder predict --domain-ranks 2`` as its ranks start ends them too: none
+    goes on to commit predictions into the store beside a rerun's."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = str(tmp_path / "pred.zarr")
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--domain-ranks", "2"]
+    cli = subprocess.Popen([EXE, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    word, deadline = "-m pdeladder.trainer.predict", time.monotonic() + 120
+    while len(ranks := running(word, parent=cli.pid)) < 2:
+        assert cli.poll() is None and time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.05)
+    cli.kill()
+    cli.wait()
+    deadline = time.monotonic() + 30
+    while set(ranks) & set(running(word)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not set(ranks) & set(running(word))
+    store = open_store(out) if os.path.exists(out) else None
+    for path in store.groups() if store else []:
+        assert OK not in store.group(path).status()
