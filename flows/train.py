@@ -30,7 +30,7 @@ from pdeladder.flows.common import CurriculumSource, transient
 from pdeladder.trainer.training.metrics_log import plot_curves
 
 #: Metrics shown in the summary table, in this order.
-COLUMNS = ("stage", "step", "loss", "data_loss", "equation_loss", "lr", "samples_per_s")
+COLUMNS = ("stage", "step", "epochs", "loss", "data_loss", "equation_loss", "lr", "samples_per_s")
 
 
 class TrainMode(StrEnum):

@@ -63,6 +63,8 @@ def in_process(tiny, tmp_path_factory, ray_local):
 def test_in_process_matches_ray_train_with_one_worker(in_process, tiny, tmp_path, monkeypatch):
     result, run, seen = in_process
     assert [m["step"] for m in seen] == list(range(1, 13))
+    # 10 of s1's 12 samples train (10 % held out, rounded up), in batches of 2: 5 steps an epoch
+    assert [m["epochs"] for m in seen] == [s / 5 for s in range(1, 13)]
     assert all(m["worker_pids"] == [os.getpid()] for m in seen)  # no worker process
     assert lines(run) == seen
     t = read_timing(run)["s1"]

@@ -255,6 +255,7 @@ def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> N
     )
     si = cfg.self_improvement
     supervised, total = cfg.steps, cfg.total_steps
+    per_epoch = len(data.plan(0))  # steps that visit every training sample once
 
     step, resumed_from, scores = 0, 0, {}
     with session.latest_checkpoint() as folder:
@@ -316,6 +317,7 @@ def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> N
                     "data_loss": data_v,
                     "equation_loss": eq_v,
                     "lr": lr,
+                    "epochs": step / per_epoch,
                     "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
                     "dp": dims.dp,
                     "domain_ranks": dims.domain.size,
