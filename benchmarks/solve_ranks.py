@@ -53,10 +53,12 @@ IDLE = (
 )
 
 
-def run(a: argparse.Namespace, ranks: int, solver: str | None, copies: int = 1) -> dict:
+def run(
+    a: argparse.Namespace, ranks: int, solver: str | None, copies: int = 1, fields: bool = False
+) -> dict:
     """Rank 0's JSON line of ``pdeladder solve --ranks ranks``; with ``copies``, that many
-    solves started at once, and the slowest one's line; ``fields``: the first copy's stored
-    sample, as read back from its store."""
+    solves started at once, and the slowest one's line; with ``fields``, also the first
+    copy's stored sample under that key, as read back from its store."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k != ENV}
         env.update({ENV: solver} if solver else {})
@@ -73,9 +75,11 @@ def run(a: argparse.Namespace, ranks: int, solver: str | None, copies: int = 1) 
             if process.returncode:
                 raise subprocess.CalledProcessError(process.returncode, process.args)
             lines.append(json.loads(out.strip().splitlines()[-1]))
-        store = open_store(os.path.join(tmp, "store0"))
-        fields = store.group(store.groups()[0]).read(0)
-        return max(lines, key=lambda line: line["solve_s"]) | {"fields": fields}
+        slowest = max(lines, key=lambda line: line["solve_s"])
+        if fields:
+            store = open_store(os.path.join(tmp, "store0"))
+            slowest["fields"] = store.group(store.groups()[0]).read(0)
+        return slowest
 
 
 def label(ranks: int, line: dict) -> str:
@@ -134,9 +138,9 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     lines: dict[tuple[int, str | None], list[dict]] = {case: [] for case in cases}
     pairs: list[dict] = []
-    for _ in range(a.repeat):
-        for ranks, solver in cases:
-            lines[ranks, solver].append(run(a, ranks, solver))
+    for round_ in range(a.repeat):
+        for ranks, solver in cases:  # the first round's samples are compared across K
+            lines[ranks, solver].append(run(a, ranks, solver, fields=round_ == 0))
         if a.ceiling:
             pairs.append(run(a, 1, None, copies=2))
     load.append(os.getloadavg()[0])
