@@ -17,7 +17,9 @@ implicit Euler with :math:`u^* = u^0`) and the skew-symmetric convection
 continuous problem at any Reynolds number and time step. The extrapolation makes each step one
 linear saddle-point solve, second order in time, without Newton iterations or a CFL limit from
 explicit convection. The matrix changes with :math:`u^*`, so it is reassembled in place each
-step and refactorized numerically by LU (MUMPS), reusing the symbolic analysis. The pressure is
+step and solved by GMRES preconditioned with the LU factorization (MUMPS) of an earlier step's
+matrix, refactorized when GMRES slows (:class:`~pdeladder.solvers.fem.LaggedFactorization`:
+the step's time is a few triangular solves, not a factorization). The pressure is
 fixed by pinning it at the origin and stored with zero mean.
 
 The stored initial state is the discretely divergence-free L2 projection of :math:`\nabla \times
@@ -28,6 +30,7 @@ from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import basix.ufl
@@ -48,6 +51,7 @@ from pdeladder.errors import SolveError
 from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
+    LaggedFactorization,
     boundary_facets,
     box_mesh,
     choose_solver,
@@ -153,14 +157,14 @@ class TaylorHoodFlow(TimeStepper):
         self._L = fem.form(rhs)
         self._A = self.own(create_matrix(self._a))
         self._b = self.own(create_vector(self.W))
-        self._ksp = None
+        self._lagged: LaggedFactorization | None = None  # the steps' solver, from the first
         self.steps_taken = 0
         self.solver = choose_solver("saddle", dim, self.dofs)
         self.prefix = f"navier_stokes_{id(self)}_"
 
     def _ksp_for(self, A: Any, prefix: str) -> Any:
-        """A factorization of ``A`` by MUMPS, which pivots (PETSc's own LU does not, and the
-        saddle point's zero pressure block needs it)."""
+        """A KSP of :attr:`solver` on ``A``, its factorization by MUMPS, which pivots (PETSc's
+        own LU does not, and the saddle point's zero pressure block needs it)."""
         opts = PETSc.Options()
         opts[f"{prefix}pc_factor_mat_solver_type"] = "mumps"
         try:
@@ -177,9 +181,10 @@ class TaylorHoodFlow(TimeStepper):
         self._b.ghostUpdate(addv=PETSc.InsertMode.ADD, mode=PETSc.ScatterMode.REVERSE)
         set_bc(self._b, self.bcs)
 
-    def _solve_into(self, ksp: Any, x: fem.Function) -> int:
-        """Solve with the assembled work vector into ``x``; returns the iteration count."""
-        iterations = solve_checked(ksp, self._b, x.x.petsc_vec)
+    def _solve_into(self, solve: Callable[[Any, Any], int], x: fem.Function) -> int:
+        """``solve(b, x)`` with the assembled work vector ``b`` into ``x``, from the guess in
+        ``x``; returns the iteration count."""
+        iterations = solve(self._b, x.x.petsc_vec)
         x.x.scatter_forward()
         return iterations
 
@@ -196,11 +201,11 @@ class TaylorHoodFlow(TimeStepper):
         self._A.zeroEntries()
         assemble_matrix(self._A, self._a, bcs=self.bcs)
         self._A.assemble()
-        if self._ksp is None:
-            self._ksp = self.own(self._ksp_for(self._A, self.prefix))
+        if self._lagged is None:
+            self._lagged = LaggedFactorization(self.own(self._ksp_for(self._A, self.prefix)))
         self._b_assemble(self._L, self._a)
         self._previous.x.array[:] = self.state.x.array
-        iterations = self._solve_into(self._ksp, self.state)
+        iterations = self._solve_into(self._lagged.solve, self.state)
         self.steps_taken += 1
         return iterations
 
@@ -225,7 +230,7 @@ class TaylorHoodFlow(TimeStepper):
         ksp = self._ksp_for(M, f"{self.prefix}mass_")
         try:
             self._b_assemble(fem.form(ufl.inner(curl, v) * ufl.dx), mass)
-            iterations = self._solve_into(ksp, self.state)
+            iterations = self._solve_into(lambda b, x: solve_checked(ksp, b, x), self.state)
             energy = fem.form(ufl.inner(self.velocity(), self.velocity()) * ufl.dx)
             rms = math.sqrt(self.msh.comm.allreduce(fem.assemble_scalar(energy), op=MPI.SUM))
             if rms == 0.0:
@@ -237,7 +242,7 @@ class TaylorHoodFlow(TimeStepper):
             momentum = -convection(w, w, v) - self.nu * ufl.inner(ufl.grad(w), ufl.grad(v)) * ufl.dx
             acceleration = fem.Function(self.W)
             self._b_assemble(fem.form(momentum), mass)
-            iterations += self._solve_into(ksp, acceleration)
+            iterations += self._solve_into(lambda b, x: solve_checked(ksp, b, x), acceleration)
             self.state.x.array[self.p_dofs] = acceleration.x.array[self.p_dofs]
         finally:
             ksp.destroy()
@@ -358,7 +363,7 @@ def solve(
             grid,
             element="Taylor–Hood P2–P1 (velocity sampled at P2 vertex dofs)",
             time_scheme="semi-implicit BDF2 (extrapolated advecting velocity, skew-symmetric)",
-            linear_solver=f"{flow.solver} (MUMPS), refactorized each step",
+            linear_solver=f"{flow.solver} (MUMPS), refactorized when GMRES slows",
             initial_condition="divergence-free L2 projection of curl(ξ w²)",
         )
 

@@ -1,5 +1,6 @@
 """Navier–Stokes: the family contract, plus agreement with Kovasznay flow, a velocity divergence
-that falls with h, the discrete kinetic-energy budget, and a tiny 3D sample."""
+that falls with h, the discrete kinetic-energy budget, the lagged factorization of the steps'
+Oseen systems against one refactorized every step, and a tiny 3D sample."""
 
 from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
@@ -7,12 +8,14 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 import torch
 import ufl
 from dolfinx import fem
 
+from pdeladder.solvers import fem as solver_fem
 from pdeladder.solvers import get_family
-from pdeladder.solvers.fem import box_mesh
+from pdeladder.solvers.fem import LaggedFactorization, box_mesh, make_ksp
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.navier_stokes import NavierStokesParams
 from pdeladder.solvers.navier_stokes.fem import TaylorHoodFlow, random_potential
@@ -97,6 +100,58 @@ def test_kinetic_energy_budget_closes_step_by_step():
             + 4 * tau * nu * norm(ufl.grad(a)) ** 2
         )
         assert abs(bdf2) < 1e-9 * sq[0], (n, bdf2)
+
+
+def march(steps: int, max_it: int | None = None) -> tuple[np.ndarray, list[int], int]:
+    """The state after ``steps`` steps of a random 2D flow (17², Re 200, τ = 1/128), the GMRES
+    iterations of each step, and the factorizations its steps' solver took; ``max_it`` (an
+    injected fault): the iterations allowed from the second step on."""
+    with random_flow(16, 200.0, 1 / 128, seed=2) as flow:
+        iterations = []
+        for n in range(1, steps + 1):
+            iterations.append(flow.step(n))
+            if n == 1 and max_it is not None:
+                flow._lagged.ksp.setTolerances(max_it=max_it)
+        return flow.state.x.array.copy(), iterations, flow._lagged.factorizations
+
+
+def test_a_lagged_factorization_steps_as_a_fresh_one_each_step(monkeypatch):
+    steps = 16
+    lagged, iterations, factorizations = march(steps)
+    # limit 0: each solve leaves the factorization stale, so each step refactorizes (the
+    # reference: one iteration of GMRES on an exact factorization, as LU alone)
+    monkeypatch.setattr(solver_fem, "LAGGED_ITERATIONS", 0)
+    fresh, once, every = march(steps)
+    assert every == steps and once == [1] * steps
+    # reused (a step on an old factorization takes more than one iteration), and refreshed
+    assert 1 < factorizations <= steps // 2, iterations
+    assert iterations.count(1) == factorizations and max(iterations) <= 20, iterations
+    assert np.abs(lagged - fresh).max() <= 1e-9 * np.abs(fresh).max()
+
+
+def test_a_lagged_solve_that_does_not_converge_is_repeated_on_a_new_factorization():
+    steps = 6
+    fresh, _, _ = march(steps)
+    # one GMRES iteration allowed: every solve on an old factorization fails, then converges on
+    # a new one of the same matrix in that one iteration
+    retried, iterations, factorizations = march(steps, max_it=1)
+    assert factorizations == steps and iterations == [1] * steps
+    assert np.abs(retried - fresh).max() <= 1e-9 * np.abs(fresh).max()
+
+
+def test_a_lagged_factorization_refuses_a_direct_solve():
+    from petsc4py import PETSc
+
+    A = PETSc.Mat().createAIJ((2, 2), comm=MPI.COMM_SELF)
+    A.setValues([0, 1], [0, 1], [2.0, 0.0, 0.0, 3.0])
+    A.assemble()
+    ksp = make_ksp(MPI.COMM_SELF, A, "lu", "lagged_test_")
+    try:
+        with pytest.raises(ValueError, match="not preonly"):
+            LaggedFactorization(ksp)
+    finally:
+        ksp.destroy()
+        A.destroy()
 
 
 def test_tiny_three_dimensional_sample():
