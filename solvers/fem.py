@@ -293,7 +293,7 @@ def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
     """The PETSc options of the named solver on ``comm``: :data:`SOLVERS`, with MUMPS for a
     factorization on more than one rank."""
     options = dict(SOLVERS[solver])
-    if solver in ("cholesky", "lu") and comm.size > 1:
+    if options["pc_type"] in ("cholesky", "lu") and comm.size > 1:
         options["pc_factor_mat_solver_type"] = "mumps"
     return options
 
@@ -309,9 +309,10 @@ def solver_provenance(comm: MPI.Comm, solver: str) -> str:
 def make_ksp(comm: MPI.Comm, A: Any, solver: str, prefix: str) -> Any:
     """A PETSc KSP for the matrix ``A`` with the named settings, set up once for reuse.
 
-    ``prefix`` must be unique per problem (it scopes the options). For ``cholesky``/``lu`` the
-    factorization is computed here and reused by every later solve.
-    """
+    ``prefix`` must be unique per problem (it scopes the options). A factorization
+    (``cholesky``, ``lu``, ``gmres_lagged_lu``) is computed here; the first two reuse it while
+    ``A`` is unchanged (PETSc refactorizes a changed ``A``), :class:`LaggedFactorization`
+    beyond that."""
     from petsc4py import PETSc
 
     ksp = PETSc.KSP().create(comm)

@@ -20,6 +20,7 @@ adds them into one matrix of fixed sparsity and solves with a Krylov solver set 
 
 from mpi4py import MPI
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -35,6 +36,7 @@ from pdeladder.solvers.burgers import Burgers, BurgersParams
 from pdeladder.solvers.family import MANUFACTURED_T_END, SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
+    LaggedFactorization,
     boundary_facets,
     box_mesh,
     grid_mesh,
@@ -98,8 +100,9 @@ class SemiImplicitBdf2(TimeStepper):
         # With tau <= h / max|u| the matrix is dominated by its mass and diffusion parts and
         # GMRES + ILU(0) needs a few iterations, far cheaper than refactorizing an LU every step
         # (which `choose_solver("nonsymmetric", ...)` would pick for small problems). PETSc's
-        # ILU is serial only, so in parallel the step is a MUMPS LU.
-        self.solver = "gmres_ilu" if msh.comm.size == 1 else "lu"
+        # ILU is serial only, so in parallel GMRES is preconditioned by the MUMPS LU of an
+        # earlier step's matrix (fem.LaggedFactorization), refactorized when GMRES slows.
+        self.solver = "gmres_ilu" if msh.comm.size == 1 else "gmres_lagged_lu"
         self.ksp = None
         self.state = self.u
 
@@ -124,7 +127,12 @@ class SemiImplicitBdf2(TimeStepper):
         set_bc(b, self.bcs)
         if self.ksp is None:  # set up once, reused as A's values change
             self.ksp = self.own(make_ksp(self.msh.comm, A, self.solver, prefix=f"burgers_{id(A)}_"))
-        iterations = solve_checked(self.ksp, b, self.u_new.x.petsc_vec)
+            self._solve = (
+                LaggedFactorization(self.ksp).solve
+                if self.solver == "gmres_lagged_lu"
+                else functools.partial(solve_checked, self.ksp)
+            )
+        iterations = self._solve(b, self.u_new.x.petsc_vec)
         self.u_new.x.scatter_forward()
         u_nm1.x.array[:] = u_n.x.array
         u_n.x.array[:] = self.u_new.x.array

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import numpy as np
 import pytest
@@ -22,7 +23,12 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import UserInputError
 from pdeladder.solvers import get_family
-from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV, choose_solver, slab_cell_owners
+from pdeladder.solvers.fem import (
+    PARALLEL_SOLVER_ENV,
+    choose_solver,
+    slab_cell_owners,
+    solver_options,
+)
 from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
 
@@ -108,6 +114,11 @@ def test_a_factorized_mass_system_on_ranks_is_solved_by_warm_cg_the_rest_as_on_o
     assert choose_solver("mass", 2, 289, 1) == "cholesky"
     monkeypatch.setenv(PARALLEL_SOLVER_ENV, "cg_jacobi_warm")
     assert choose_solver("mass", 2, 289, 1) == "cholesky"  # one rank keeps its solver
+    # every factorization on more than one rank is MUMPS's, a lagged one's too
+    two = types.SimpleNamespace(size=2)  # solver_options reads the communicator's size
+    for solver in ("cholesky", "lu", "gmres_lagged_lu"):
+        assert solver_options(two, solver)["pc_factor_mat_solver_type"] == "mumps"
+        assert "pc_factor_mat_solver_type" not in solver_options(MPI.COMM_SELF, solver)
     monkeypatch.setenv(PARALLEL_SOLVER_ENV, "mumps")
     with pytest.raises(UserInputError, match="PDELADDER_PARALLEL_SOLVER='mumps' is not one of"):
         choose_solver("mass", 2, 289, 2)
