@@ -353,7 +353,7 @@ class LaggedFactorization:
     whose matrix is reassembled in place before each solve (a time step's).
 
     GMRES is preconditioned by the factorization of an earlier step's matrix while a solve
-    converges in at most ``limit`` iterations; after one that needs more, the next solve
+    converges in at most :data:`LAGGED_ITERATIONS` iterations; after one that needs more, the next solve
     refactorizes first (numerically: the symbolic analysis stays), and a solve that does not
     converge within ``ksp_max_it`` with the old factorization is repeated with a new one. So
     every solve meets ``ksp_rtol`` (1e-12), and a step costs a few triangular solves instead of
@@ -362,11 +362,11 @@ class LaggedFactorization:
     ranks at 129², 0.38 s against 0.59 s. Deterministic for a given number of ranks.
     """
 
-    def __init__(self, ksp: Any, limit: int | None = None):
+    def __init__(self, ksp: Any):
         if ksp.getType() == "preonly":  # it would apply the old factorization as the answer
             raise ValueError("a lagged factorization needs a Krylov method, not preonly")
         self.ksp = ksp
-        self.limit = LAGGED_ITERATIONS if limit is None else limit
+        self.limit = LAGGED_ITERATIONS
         #: numeric factorizations so far (:func:`make_ksp` computed the first)
         self.factorizations = 1
         self._stale = False  # refactorize before the next solve

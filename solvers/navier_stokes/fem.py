@@ -28,6 +28,7 @@ The stored initial state is the discretely divergence-free L2 projection of :mat
 
 from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -228,9 +229,10 @@ class TaylorHoodFlow(TimeStepper):
         M = assemble_matrix(mass, bcs=self.bcs)
         M.assemble()
         ksp = self._ksp_for(M, f"{self.prefix}mass_")
+        solve = functools.partial(solve_checked, ksp)
         try:
             self._b_assemble(fem.form(ufl.inner(curl, v) * ufl.dx), mass)
-            iterations = self._solve_into(lambda b, x: solve_checked(ksp, b, x), self.state)
+            iterations = self._solve_into(solve, self.state)
             energy = fem.form(ufl.inner(self.velocity(), self.velocity()) * ufl.dx)
             rms = math.sqrt(self.msh.comm.allreduce(fem.assemble_scalar(energy), op=MPI.SUM))
             if rms == 0.0:
@@ -242,7 +244,7 @@ class TaylorHoodFlow(TimeStepper):
             momentum = -convection(w, w, v) - self.nu * ufl.inner(ufl.grad(w), ufl.grad(v)) * ufl.dx
             acceleration = fem.Function(self.W)
             self._b_assemble(fem.form(momentum), mass)
-            iterations += self._solve_into(lambda b, x: solve_checked(ksp, b, x), acceleration)
+            iterations += self._solve_into(solve, acceleration)
             self.state.x.array[self.p_dofs] = acceleration.x.array[self.p_dofs]
         finally:
             ksp.destroy()
