@@ -11,8 +11,8 @@ Steady-state rates use the time between the moment every actor has finished a sa
 last finished sample (the actors' start-up, mostly importing DOLFINx, is reported apart).
 Targets: 2 actors >= 1.7x one actor; the 1-actor pipeline within 10% of the plain loop (with
 writes); the store's share of a sample's time in the campaign (the plain loop's write time a
-sample over the pipeline's time a sample) <= 2%. Run with ``OMP_NUM_THREADS=1`` on an otherwise idle
-machine with at least 2 cores::
+sample over the pipeline's time a sample) <= 2%. Run with ``OMP_NUM_THREADS=1`` on an
+otherwise idle machine with at least 2 cores::
 
     python benchmarks/generation.py [--samples 24] [--resolution 129]
 

@@ -353,11 +353,11 @@ class LaggedFactorization:
     whose matrix is reassembled in place before each solve (a time step's).
 
     GMRES is preconditioned by the factorization of an earlier step's matrix while a solve
-    converges in at most :data:`LAGGED_ITERATIONS` iterations; after one that needs more, the next solve
-    refactorizes first (numerically: the symbolic analysis stays), and a solve that does not
-    converge within ``ksp_max_it`` with the old factorization is repeated with a new one. So
-    every solve meets ``ksp_rtol`` (1e-12), and a step costs a few triangular solves instead of
-    a factorization. Measured (Navier–Stokes 2D, the first 40 steps at 129² and 14 at 257², one
+    converges in at most :data:`LAGGED_ITERATIONS` iterations; after one that needs more, the
+    next solve refactorizes first (numerically: the symbolic analysis stays), and a solve that
+    does not converge within ``ksp_max_it`` with the old factorization is repeated with a new
+    one. So every solve meets ``ksp_rtol`` (1e-12), and a step costs a few triangular solves
+    instead of a factorization. Measured (Navier–Stokes 2D, the first 40 steps at 129² and 14 at 257², one
     rank): 0.66 s a step against 0.91 s refactorized each step, and 3.1 s against 6.0 s; on two
     ranks at 129², 0.38 s against 0.59 s. Deterministic for a given number of ranks.
     """
@@ -366,7 +366,6 @@ class LaggedFactorization:
         if ksp.getType() == "preonly":  # it would apply the old factorization as the answer
             raise ValueError("a lagged factorization needs a Krylov method, not preonly")
         self.ksp = ksp
-        self.limit = LAGGED_ITERATIONS
         #: numeric factorizations so far (:func:`make_ksp` computed the first)
         self.factorizations = 1
         self._stale = False  # refactorize before the next solve
@@ -386,7 +385,7 @@ class LaggedFactorization:
             self.factorizations += 1
             self.ksp.solve(b, x)
         iterations = converged(self.ksp)
-        self._stale = iterations > self.limit
+        self._stale = iterations > LAGGED_ITERATIONS
         pc.setReusePreconditioner(True)
         return iterations
 
