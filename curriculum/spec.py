@@ -7,7 +7,7 @@ family, dimension and resolution, with the parameter ranges that set its difficu
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, PositiveInt, field_validator, model_validator
 
 from pdeladder.curriculum.families import FROZEN, FamilyEntry
 from pdeladder.solvers.grid import Grid
@@ -104,6 +104,12 @@ class Training(BaseModel):
         ge=1,
         description="ranks that train this stage (default: the command's --workers); 1 trains "
         "in the calling process, without a Ray Train worker group",
+    )
+    threads: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="CPU threads of each rank's kernels; auto: in the calling process (one "
+        "worker), every CPU the process may use; on Ray Train, the one CPU each worker "
+        "reserves. A number N makes each Ray Train worker reserve N CPUs",
     )
     domain_ranks: int | Literal["auto"] = Field(
         1,

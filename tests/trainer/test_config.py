@@ -2,6 +2,7 @@
 driver built, needs nothing of the curriculum's modules (which load MPI), and a warm start only
 grows the Fourier modes."""
 
+import os
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ from ray import cloudpickle
 
 from pdeladder.trainer.models.checkpoint import save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.run import build_layout, stage_config
+from pdeladder.trainer.training.run import build_layout, rank_threads, stage_config
 
 OPTIONS = dict(
     checkpoint_every=3, log_every=1, activation_checkpointing=False, held_out=0.1, workers=1
@@ -50,3 +51,16 @@ def test_a_warm_start_keeps_its_width_and_grows_its_modes(tiny, tmp_path) -> Non
     grown = stage_config(spec, s2, layout, url, warm, **OPTIONS).model
     assert (fresh.width, fresh.layers, fresh.modes) == (8, 2, (4, 4, 1, 1))
     assert (grown.width, grown.layers, grown.modes) == (6, 3, (5, 4, 1, 1))
+
+
+def test_a_stage_in_process_uses_every_cpu_and_a_ray_worker_its_reserved_one(tiny) -> None:
+    spec, url, _ = tiny
+    s1 = spec.stage("s1")
+    layout = build_layout(spec, url, [s1])
+    threads = {
+        workers: stage_config(spec, s1, layout, url, None, **{**OPTIONS, "workers": workers})
+        for workers in (1, 2)
+    }
+    assert threads[1].threads == len(os.sched_getaffinity(0))
+    assert threads[2].threads == 1
+    assert rank_threads(3, 1) == rank_threads(3, 2) == 3  # asked: on Ray, 3 CPUs reserved

@@ -10,13 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
+from pdeladder.curriculum.loader import parse_curriculum
 from pdeladder.errors import PdeladderError
 from pdeladder.trainer.training import run as run_module
 from pdeladder.trainer.training import session as session_module
 from pdeladder.trainer.training.run import train_curriculum
 from pdeladder.trainer.training.timing import read_timing
+
+from .conftest import CURRICULUM
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 
@@ -28,10 +32,18 @@ def numbers(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if not k.startswith(VARYING)}
 
 
+THREADS = torch.get_num_threads()
+#: s1 with two threads per rank, on any machine: in process and on a Ray Train worker that
+#: reserves two CPUs (the tests' local Ray runtime has two)
+TWO_THREADS = parse_curriculum(
+    CURRICULUM.replace("      batch_size: 2\n", "      batch_size: 2\n      threads: 2\n", 1)
+)
+
+
 def train_s1(tiny, run: Path, seen: list | None = None):
-    spec, url, _ = tiny
+    _, url, _ = tiny
     return train_curriculum(
-        spec,
+        TWO_THREADS,
         stages=["s1"],
         store_url=url,
         workers=1,
@@ -66,6 +78,8 @@ def test_in_process_matches_ray_train_with_one_worker(in_process, tiny, tmp_path
     # 10 of s1's 12 samples train (10 % held out, rounded up), in batches of 2: 5 steps an epoch
     assert [m["epochs"] for m in seen] == [s / 5 for s in range(1, 13)]
     assert all(m["worker_pids"] == [os.getpid()] for m in seen)  # no worker process
+    assert all(m["threads"] == 2 for m in seen)
+    assert torch.get_num_threads() == THREADS  # the caller's own, restored
     assert lines(run) == seen
     t = read_timing(run)["s1"]
     assert 0 < t["steps_share"] < 1 and t["workers_s"] < t["wall_s"]
@@ -79,6 +93,7 @@ def test_in_process_matches_ray_train_with_one_worker(in_process, tiny, tmp_path
     ray_seen = []
     ray_result = train_s1(tiny, tmp_path / "ray", ray_seen)
     assert ray_seen[0]["worker_pids"] != [os.getpid()]
+    assert all(m["threads"] == 2 for m in ray_seen)
     assert [numbers(m) for m in ray_seen] == [numbers(m) for m in seen]  # every step's losses
     ours, theirs = weights(result), weights(ray_result)
     assert ours.keys() == theirs.keys()

@@ -61,6 +61,7 @@ class StageConfig:
     offload: where saved activations go (``none``, ``host``, ``disk``).
     domain_ranks: workers that split each sample along x.
     shard: ``all`` (FSDP2 over every rank) or ``none`` (replicated).
+    threads: CPU threads of each rank's kernels (``torch.set_num_threads``).
     """
 
     stage: str
@@ -83,6 +84,7 @@ class StageConfig:
     offload: str
     domain_ranks: int
     shard: str
+    threads: int = 1
 
     @property
     def total_steps(self) -> int:

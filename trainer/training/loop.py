@@ -225,6 +225,15 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> None:
     """Train one stage as rank ``session.rank`` of ``session.world_size`` (the process group
     open); ``queue`` (anything with ``put``, or None) receives rank 0's metrics at every log."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        _train_stage(cfg, session, queue)
+    finally:  # in process, the caller goes on with its own
+        torch.set_num_threads(threads)
+
+
+def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
     rank, world_size, device = session.rank, session.world_size, session.device
     clock = PhaseClock(device)
     padding = cfg.model.padding  # the slabs cut the padded grid
@@ -321,6 +330,7 @@ def train_stage(cfg: StageConfig, session: TrainSession, queue: Any = None) -> N
                     "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
                     "dp": dims.dp,
                     "domain_ranks": dims.domain.size,
+                    "threads": torch.get_num_threads(),
                     "peak_rss_mb": [p["rss_mb"] for p in peaks],
                     **(
                         {"peak_cuda_mb": [p["cuda_mb"] for p in peaks]}
