@@ -11,13 +11,14 @@ import torch
 
 from pdeladder.errors import UserInputError
 from pdeladder.trainer.layers import SpectralConv, kept_indices
-from pdeladder.trainer.layers.spectral import ModeSelection
+from pdeladder.trainer.layers.spectral import ModeSelection, half_axis, stored_shape
 from pdeladder.trainer.models import LadderOperator, OperatorConfig, load_model
 from pdeladder.trainer.models.operator import GAIN_STEP
 
 from .conftest import run_ranks
 
 REFERENCE = Path(__file__).parent / "data" / "operator_reference.json"
+IN_OUT_LAYOUT = Path(__file__).parent / "data" / "operator_in_out_layout"
 CONFIG = OperatorConfig(
     in_channels=5, out_channels=2, width=6, layers=2, modes=(2, 3, 3, 1), families=2
 )
@@ -119,23 +120,27 @@ def test_spectral_layer_is_resolution_invariant_on_band_limited_input():
 
 
 def full_fft_reference(layer: SpectralConv, x: torch.Tensor) -> torch.Tensor:
-    """The layer's definition computed the long way: ``rfftn`` over ``(t, x, y, z)``, the
-    stored weights at their signed frequencies, everything else zero, ``irfftn``."""
-    shape = x.shape[-4:]
-    coeffs = torch.fft.rfftn(x, dim=(-4, -3, -2, -1), norm="forward")
-    weight = torch.view_as_complex(layer.weight)
+    """The layer's definition computed the long way: ``rfftn`` over ``(t, x, ..)`` up to the
+    weights' half axis (the axes after it have one point), the stored weights at their
+    frequencies, everything else zero, ``irfftn``."""
+    shape, h = x.shape[-4:], half_axis(layer.modes)
+    dims = tuple(range(2, 3 + h))
+    coeffs = torch.fft.rfftn(x, dim=dims, norm="forward")
+    weight = torch.view_as_complex(layer.weight).unflatten(0, stored_shape(layer.modes))
+    weight = weight.movedim((4, 5), (0, 1))  # (in, out, t, x, y, z)
     sel = [
-        kept_indices(n, m, half=a == 3)
+        kept_indices(n, m, half=a == h)
         for a, (n, m) in enumerate(zip(shape, layer.modes, strict=True))
     ]
     for a, (fft_idx, w_idx) in enumerate(sel):
         coeffs = coeffs.index_select(2 + a, torch.tensor(fft_idx))
         weight = weight.index_select(2 + a, torch.tensor(w_idx))
     mixed = torch.einsum("bitxyz,iotxyz->botxyz", coeffs, weight)
-    full = torch.zeros(x.shape[0], layer.out_channels, *shape[:3], shape[3] // 2 + 1).to(mixed)
+    spectrum = [n // 2 + 1 if a == h else n for a, n in enumerate(shape)]
+    full = torch.zeros(x.shape[0], layer.out_channels, *spectrum).to(mixed)
     grids = torch.meshgrid(*[torch.tensor(f) for f, _ in sel], indexing="ij")
     full[(slice(None), slice(None), *grids)] = mixed
-    return torch.fft.irfftn(full, s=tuple(shape), dim=(-4, -3, -2, -1), norm="forward")
+    return torch.fft.irfftn(full, s=tuple(shape[: h + 1]), dim=dims, norm="forward")
 
 
 @pytest.mark.parametrize(
@@ -146,6 +151,8 @@ def full_fft_reference(layer: SpectralConv, x: torch.Tensor) -> torch.Tensor:
         ((3, 6, 5, 1), (2, 3, 4, 1)),  # 2D, more modes than the half axis resolves
         ((1, 8, 6, 5), (1, 2, 3, 3)),  # 3D steady: the stored half axis z
         ((6, 1, 1, 1), (3, 3, 3, 1)),  # time only
+        ((4, 7, 1, 1), (2, 3, 1, 1)),  # a 1D model: the weights' half axis x
+        ((4, 7, 5, 1), (2, 3, 3, 3)),  # a 2D grid in a 3D model: the grid's half axis y
     ],
 )
 def test_pruned_transform_computes_the_full_fft_definition(shape, modes):
@@ -157,6 +164,28 @@ def test_pruned_transform_computes_the_full_fft_definition(shape, modes):
     g = torch.autograd.grad(y.square().sum(), (x, layer.weight))
     g_ref = torch.autograd.grad(ref.square().sum(), (x, layer.weight))
     torch.testing.assert_close(g, g_ref, atol=1e-5, rtol=1e-4)
+
+
+def test_a_grid_past_the_weights_last_axis_is_refused():
+    layer = SpectralConv(2, 2, (2, 3, 3, 1))  # a 2D model's weights: y is their half axis
+    with pytest.raises(ValueError, match="has points past the last axis"):
+        layer(torch.randn(1, 2, 3, 6, 5, 4))
+
+
+def test_weights_stored_in_out_first_load_as_the_same_function():
+    """A checkpoint written before the mode-major layout (a 2D model, width 6), with the
+    outputs that the layer of that layout computed, on a 2D and a 1D input."""
+    model, _ = load_model(IN_OUT_LAYOUT)
+    assert model.blocks[0].spectral.weight.shape == (3 * 5 * 3, 6, 6, 2)  # y: non-negative
+    expected = json.loads((IN_OUT_LAYOUT / "expected.json").read_text())
+    g = torch.Generator().manual_seed(5)
+    for case in ("2d", "1d"):
+        x = torch.randn(*expected[case]["shape"], generator=g)
+        with torch.no_grad():
+            y = model(x, torch.tensor([0, 1]))
+        torch.testing.assert_close(
+            y.flatten(), torch.tensor(expected[case]["output"]), atol=1e-6, rtol=1e-5
+        )
 
 
 def test_bias_is_added_at_every_point():
@@ -183,7 +212,7 @@ def test_growing_modes_keeps_the_function_and_adds_weights():
         for block in model.blocks:
             block.spectral.grow_modes((3, 4, 4, 1))
         after = model(x, family)
-    assert model.blocks[0].spectral.weight.shape[2:6] == (5, 7, 7, 1)
+    assert model.blocks[0].spectral.weight.shape[0] == 5 * 7 * 4  # y: the half axis
     torch.testing.assert_close(before, after, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="only grow"):
         model.blocks[0].spectral.grow_modes((1, 4, 4, 1))

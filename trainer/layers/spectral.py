@@ -34,15 +34,21 @@ class SpectralConv(nn.Module):
 
     Args:
         in_channels, out_channels: channel counts.
-        modes: kept modes per axis ``(t, x, y, z)``; the ``z`` axis keeps ``modes[3]``
-            non-negative frequencies, the others ``2·modes - 1`` signed ones.
+        modes: kept modes per axis ``(t, x, y, z)``; the weights' **half axis**, the last
+            spatial axis with ``modes > 1`` (``y`` for a 2D model ``(mt, mx, my, 1)``, ``z``
+            for a 3D one), keeps ``modes`` non-negative frequencies, the axes before it
+            ``2·modes - 1`` signed ones.
 
-    The complex weights are stored as a real tensor ``(in, out, 2mt-1, 2mx-1, 2my-1, mz, 2)``
-    (real and imaginary parts last), which FSDP shards and DCP saves like any real parameter.
-    The layer computes ``Re F⁻¹(W · F(x))`` over the signed frequencies of ``(t, x, y)``; when
-    the grid's last axis with points is not ``z`` (1D and 2D problems), the same function is
-    computed with the half transform on that axis and the Hermitian part of ``W``,
-    ``(W(k) + conj W(-k)) / 2``, at its non-negative frequencies: half the coefficients.
+    The complex weights are stored mode-major as a real tensor ``(S, in, out, 2)``, ``S`` the
+    stored modes (``stored_shape(modes)``, row-major), real and imaginary parts last: each
+    mode's ``(in, out)`` matrix is one contiguous row, so the kept modes are gathered as whole
+    rows, and FSDP shards the parameter by rows of modes (DCP saves it like any real
+    parameter). The layer computes ``Re F⁻¹(W · F(x))`` with the half transform on the
+    grid's last axis with points. When that is the weights' half axis, the stored layout is the
+    kept one; when it comes earlier (a 1D sample in a 2D model), the weights' half axis has one
+    point, its frequency 0 is kept, and the kept weight is the Hermitian part
+    ``(W(k) + conj W(-k)) / 2`` at the grid's half axis's non-negative frequencies. A grid with
+    points past the weights' half axis (a 3D sample in a 2D model) is refused.
     """
 
     def __init__(self, in_channels: int, out_channels: int, modes: tuple[int, int, int, int]):
@@ -53,7 +59,7 @@ class SpectralConv(nn.Module):
         self.modes = tuple(int(m) for m in modes)
         scale = 1.0 / (in_channels * out_channels)
         self.weight = nn.Parameter(
-            scale * torch.randn(in_channels, out_channels, *_weight_shape(self.modes), 2)
+            scale * torch.randn(math.prod(stored_shape(self.modes)), in_channels, out_channels, 2)
         )
         self.transform: SpectralTransform = LocalFFT()
 
@@ -98,11 +104,11 @@ class SpectralConv(nn.Module):
     def kept_weight(self, sel: ModeSelection, modes: range | None = None) -> torch.Tensor:
         """The complex weights of ``sel``'s kept ``modes`` (row-major indices into the kept
         block, those from ``M`` on padding; default all) as real ``(len(modes), in, out, 2)``:
-        the stored ``W(k)``, or, when the half axis is not ``z``, the Hermitian part
-        ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
+        the stored ``W(k)``, or, when the grid's half axis comes before the weights', the
+        Hermitian part ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies."""
         modes = range(math.prod(sel.block_shape)) if modes is None else modes
         index, negated = _kept_rows(sel, self.modes, modes)
-        weight = self.weight.float().flatten(2, 5)  # (in, out, modes stored, 2)
+        weight = self.weight.float()  # (modes stored, in, out, 2)
         device = weight.device
         return _KeptWeight.apply(
             weight, index.to(device), None if negated is None else negated.to(device)
@@ -114,21 +120,24 @@ class SpectralConv(nn.Module):
 
         Call before the optimizer is built (the parameter is replaced).
         """
-        if any(n < o for n, o in zip(modes, self.modes, strict=True)):
-            raise ValueError(f"modes can only grow: {self.modes} -> {tuple(modes)}")
-        old = self.weight.data
         new_modes = tuple(int(m) for m in modes)
-        new = old.new_zeros(self.in_channels, self.out_channels, *_weight_shape(new_modes), 2)
+        if any(n < o for n, o in zip(new_modes, self.modes, strict=True)):
+            raise ValueError(f"modes can only grow: {self.modes} -> {new_modes}")
+        half = half_axis(self.modes)
+        if half_axis(new_modes) != half:
+            raise ValueError(f"modes {self.modes} -> {new_modes} move the weights' half axis")
+        old = self.weight.data.unflatten(0, stored_shape(self.modes))  # (t, x, y, z, in, out, 2)
+        new = old.new_zeros(*stored_shape(new_modes), *old.shape[4:])
         # Place each old weight at the same signed frequency in the larger layout.
         index = []
         for a, (m_old, m_new) in enumerate(zip(self.modes, new_modes, strict=True)):
-            if a == 3:
-                index.append(list(range(m_old)))
+            if a >= half:
+                index.append(list(range(m_old if a == half else 1)))
             else:
                 index.append(list(range(m_old)) + list(range(2 * m_new - m_old, 2 * m_new - 1)))
-        new[(slice(None), slice(None), *_block_index(index, old.device))] = old
+        new[_block_index(index, old.device)] = old
         self.modes = new_modes
-        self.weight = nn.Parameter(new)
+        self.weight = nn.Parameter(new.flatten(0, 3))
 
 
 @functools.lru_cache(maxsize=256)
@@ -137,48 +146,54 @@ def _kept_rows(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Flat indices into the stored modes of weights with ``stored`` modes per axis: of each of
     ``modes`` (row-major in ``sel``'s kept block; padding rows from ``M`` on repeat mode
-    ``M - 1``), and of its negation ``-k`` when the half axis is not ``z`` (``None`` when it is:
-    the stored layout is the kept one). Cached: one computation per layer shape and share."""
+    ``M - 1``), and of its negation ``-k`` when the grid's half axis comes before the weights'
+    (``None`` when it is theirs: the stored layout is the kept one). Cached: one computation per
+    layer shape and share. Raises ValueError for a grid with points past the weights' half
+    axis."""
+    half = half_axis(stored)
+    if sel.half > half and sel.shape[half] > 1:
+        raise ValueError(
+            f"a grid {sel.shape} has points past the last axis of weights with modes {stored}"
+        )
     index, negated = [], []
     for a, (n, m) in enumerate(zip(sel.shape, stored, strict=True)):
-        _, w_idx = kept_indices(n, m, half=a == 3 or a == sel.half)
+        _, w_idx = kept_indices(n, m, half=a >= half or a == sel.half)
         index.append(w_idx)
-        # weight index of -k on a signed axis (the z axis stores k >= 0; only 0 is -0)
-        negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < 3 else w_idx)
-    shape = _weight_shape(stored)
+        # weight index of -k on a signed axis (the half axis stores k >= 0; only 0 is -0)
+        negated.append([(2 * m - 1 - w) % (2 * m - 1) for w in w_idx] if a < half else w_idx)
+    shape = stored_shape(stored)
     share = torch.arange(modes.start, modes.stop).clamp_max(math.prod(sel.block_shape) - 1)
     rows = _flat_index(index, shape, "cpu")[share]
-    return rows, None if sel.half == 3 else _flat_index(negated, shape, "cpu")[share]
+    return rows, None if sel.half >= half else _flat_index(negated, shape, "cpu")[share]
 
 
 class _KeptWeight(torch.autograd.Function):
-    """``(in, out, S, 2)`` stored weights → ``(m, in, out, 2)`` kept ones: ``W(k)`` at the rows
+    """``(S, in, out, 2)`` stored weights → ``(m, in, out, 2)`` kept ones: ``W(k)`` at the rows
     ``index``, or with ``negated`` the Hermitian part ``(W(k) + conj W(-k)) / 2``. A gather of
-    whole ``(in, out)`` rows of the complex weights (mode-major), and its adjoint, a scatter-add
-    of those rows into one zero gradient: one pass over the stored weights each way, not one per
-    strided ``(re, im)`` element. The indices are :func:`_kept_rows`'s cached tensors: held
-    by reference, not saved for the backward pass (no activation memory)."""
+    whole contiguous ``(in, out)`` rows of the complex weights, and its adjoint, a scatter-add
+    of those rows into one zero gradient. The indices are :func:`_kept_rows`'s cached tensors:
+    held by reference, not saved for the backward pass (no activation memory)."""
 
     @staticmethod
     def forward(ctx, weight, index, negated):
         ctx.index, ctx.negated, ctx.stored = index, negated, weight.shape
-        rows = torch.view_as_complex(weight).flatten(0, 1).T  # (S, in·out), a view
+        rows = torch.view_as_complex(weight).flatten(1, 2)  # (S, in·out), a view
         kept = rows[index]
         if negated is not None:
             kept = kept.add_(rows[negated].conj()).mul_(0.5)
-        return torch.view_as_real(kept).unflatten(1, weight.shape[:2])  # (m, in, out, 2)
+        return torch.view_as_real(kept).unflatten(1, weight.shape[1:3])  # (m, in, out, 2)
 
     @staticmethod
     def backward(ctx, grad):
         index, negated = ctx.index, ctx.negated
-        i, o, s, _ = ctx.stored
+        s, i, o, _ = ctx.stored
         rows = torch.view_as_complex(grad.flatten(1, 2).contiguous())  # (m, in·out)
         out = rows.new_zeros(s, i * o)
         if negated is None:
             out.index_add_(0, index, rows)
         else:
             out.index_add_(0, index, rows, alpha=0.5).index_add_(0, negated, rows.conj(), alpha=0.5)
-        return torch.view_as_real(out.T.contiguous()).unflatten(0, (i, o)), None, None
+        return torch.view_as_real(out).unflatten(1, (i, o)), None, None
 
 
 def _flat_index(index: list[list[int]], shape: tuple[int, ...], device) -> torch.Tensor:
@@ -190,16 +205,39 @@ def _flat_index(index: list[list[int]], shape: tuple[int, ...], device) -> torch
 
 
 def _block_index(index: list[list[int]], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Four broadcasting index tensors selecting the block ``index[0] × .. × index[3]``."""
+    """Four broadcasting index tensors selecting the block ``index[0] × .. × index[3]`` of the
+    leading four axes."""
     return tuple(
         torch.tensor(ix, device=device).reshape([-1 if b == a else 1 for b in range(4)])
         for a, ix in enumerate(index)
     )
 
 
-def _weight_shape(modes: tuple[int, ...]) -> tuple[int, ...]:
-    mt, mx, my, mz = modes
-    return (2 * mt - 1, 2 * mx - 1, 2 * my - 1, mz)
+def half_axis(modes: tuple[int, ...]) -> int:
+    """The weights' half axis: the last spatial axis with ``modes > 1`` (``z`` when none has)."""
+    return max((a for a in (1, 2, 3) if modes[a] > 1), default=3)
+
+
+def stored_shape(modes: tuple[int, ...]) -> tuple[int, ...]:
+    """The stored modes' shape over ``(t, x, y, z)``: ``2m - 1`` signed frequencies before the
+    half axis, ``m`` non-negative ones on it, one after it (``modes`` 1 there)."""
+    half = half_axis(modes)
+    return tuple(2 * m - 1 if a < half else m for a, m in enumerate(modes))
+
+
+def from_in_out_layout(weight: torch.Tensor, modes: tuple[int, ...]) -> torch.Tensor:
+    """Weights stored before the mode-major layout, ``(in, out, 2mt-1, 2mx-1, 2my-1, mz, 2)``
+    with every axis but ``z`` signed, as this layer's ``(S, in, out, 2)`` computing the same
+    function: on a half axis before ``z``, the Hermitian part
+    ``(W(k) + conj W(-k)) / 2`` at its non-negative frequencies (what the old layer mixed)."""
+    w = torch.view_as_complex(weight.float().movedim((0, 1), (4, 5)).contiguous())
+    half = half_axis(modes)
+    if half < 3:
+        negated = w
+        for a in range(half + 1):  # -k on the signed axes up to the half axis
+            negated = negated.flip(a).roll(1, a)
+        w = ((w + negated.conj()) / 2).narrow(half, 0, modes[half])
+    return torch.view_as_real(w.flatten(0, 3).contiguous()).to(weight.dtype)
 
 
 def modes_for(modes: int, dims: int = 3, time: bool = True) -> tuple[int, int, int, int]:

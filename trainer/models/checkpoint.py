@@ -11,13 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from pdeladder.errors import UserInputError
+from pdeladder.trainer.layers.spectral import from_in_out_layout
 from pdeladder.trainer.models.operator import MODELS, LadderOperator, OperatorConfig
 
 CONFIG_FILE, WEIGHTS_FILE = "model.json", "model.safetensors"
+#: The spectral weights' layout in the checkpoints written now (``model.json``'s
+#: ``weight_layout``; a training checkpoint's state); a checkpoint without one holds them
+#: ``(in, out, modes.., 2)``, converted on load (:func:`~pdeladder.trainer.layers.spectral.
+#: from_in_out_layout`).
+WEIGHT_LAYOUT = "mode_major"
 
 
 def save_model(
@@ -28,7 +33,12 @@ def save_model(
     folder.mkdir(parents=True, exist_ok=True)
     state = model.state_dict() if state is None else state
     save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, folder / WEIGHTS_FILE)
-    doc = {"model": model.name, "args": model.config.to_json(), "metadata": metadata}
+    doc = {
+        "model": model.name,
+        "args": model.config.to_json(),
+        "weight_layout": WEIGHT_LAYOUT,
+        "metadata": metadata,
+    }
     (folder / CONFIG_FILE).write_text(json.dumps(doc, indent=2))
     return folder
 
@@ -51,15 +61,20 @@ def read_model_json(folder: str | Path) -> dict[str, Any]:
 def load_model(
     folder: str | Path, map_location: str = "cpu"
 ) -> tuple[LadderOperator, dict[str, Any]]:
-    """Rebuild the model saved in ``folder``; returns (model, metadata)."""
+    """Rebuild the model saved in ``folder``; returns (model, metadata). Spectral weights of
+    the layout before :data:`WEIGHT_LAYOUT` are converted to it (the same function)."""
     doc = read_model_json(folder)
     model = MODELS[doc["model"]](OperatorConfig.from_json(doc["args"]))
     state = load_file(Path(folder) / WEIGHTS_FILE, device=map_location)
+    layout = doc.get("weight_layout")
+    if layout is None:
+        state = {
+            k: from_in_out_layout(v, model.config.modes) if k.endswith("spectral.weight") else v
+            for k, v in state.items()
+        }
+    elif layout != WEIGHT_LAYOUT:
+        raise UserInputError(
+            f"{folder}: weight_layout {layout!r} is not {WEIGHT_LAYOUT!r}, the one this version reads"
+        )
     model.load_state_dict(state)
     return model, doc["metadata"]
-
-
-def load_weights(folder: str | Path) -> dict[str, torch.Tensor]:
-    """The full weights of a checkpoint, as a state dict of tensors."""
-    read_model_json(folder)
-    return load_file(Path(folder) / WEIGHTS_FILE)

@@ -37,7 +37,7 @@ from pdeladder.ray_runtime import ray_session
 from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for, shard_for
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.losses.weighting import LossWeights
-from pdeladder.trainer.models.checkpoint import read_model_json, save_model
+from pdeladder.trainer.models.checkpoint import WEIGHT_LAYOUT, read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig, warm_started
 from pdeladder.trainer.training.metrics_log import MetricsLog
@@ -284,9 +284,10 @@ def _fit_on_ray(
 
 def resume_key(cfg: StageConfig) -> str:
     """The key under which a stage's checkpoints in process are resumed: a digest of its
-    configuration and of its warm start's ``model.json`` (retrained, it differs)."""
+    configuration, of its warm start's ``model.json`` (retrained, it differs) and of the
+    weights' layout (a checkpoint of another layout is not resumed)."""
     warm = (cfg.warm_start / "model.json").read_text() if cfg.warm_start else ""
-    return hashlib.sha256(f"{cfg!r}\n{warm}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{cfg!r}\n{warm}\n{WEIGHT_LAYOUT}".encode()).hexdigest()[:16]
 
 
 def _fit_in_process(
