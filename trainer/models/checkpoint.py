@@ -19,7 +19,7 @@ from pdeladder.trainer.models.operator import MODELS, LadderOperator, OperatorCo
 
 CONFIG_FILE, WEIGHTS_FILE = "model.json", "model.safetensors"
 #: The spectral weights' layout in the checkpoints written now (``model.json``'s
-#: ``weight_layout``; a training checkpoint's state); a checkpoint without one holds them
+#: ``weight_layout``; in-process resume keys include it); a checkpoint without one holds them
 #: ``(in, out, modes.., 2)``, converted on load (:func:`~pdeladder.trainer.layers.spectral.
 #: from_in_out_layout`).
 WEIGHT_LAYOUT = "mode_major"

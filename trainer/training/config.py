@@ -84,7 +84,7 @@ class StageConfig:
     offload: str
     domain_ranks: int
     shard: str
-    threads: int = 1
+    threads: int
 
     @property
     def total_steps(self) -> int:

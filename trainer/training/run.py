@@ -104,8 +104,9 @@ def stage_workers(stage, workers: int) -> int:
 def rank_threads(asked: int | str, workers: int) -> int:
     """CPU threads per rank: ``asked``, or (``auto``) every CPU this process may use when the
     stage trains in it (one worker), else the one CPU a Ray Train worker reserves. One process
-    with two threads trains a quick-start step in about 0.6x the time of one thread, with no
-    gradient all-reduce and one optimizer step (docs/trainer.md, "Training recipe")."""
+    with two threads trains a quick-start refine step of batch 4 in about 0.65x the time of one
+    thread, with no gradient all-reduce and one optimizer step (docs/trainer.md, "Training
+    recipe")."""
     if asked != "auto":
         return int(asked)
     return len(os.sched_getaffinity(0)) if workers == 1 else 1
