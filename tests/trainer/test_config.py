@@ -57,10 +57,10 @@ def test_a_stage_in_process_uses_every_cpu_and_a_ray_worker_its_reserved_one(tin
     spec, url, _ = tiny
     s1 = spec.stage("s1")
     layout = build_layout(spec, url, [s1])
-    threads = {
+    configs = {
         workers: stage_config(spec, s1, layout, url, None, **{**OPTIONS, "workers": workers})
         for workers in (1, 2)
     }
-    assert threads[1].threads == len(os.sched_getaffinity(0))
-    assert threads[2].threads == 1
+    assert configs[1].threads == len(os.sched_getaffinity(0))
+    assert configs[2].threads == 1
     assert rank_threads(3, 1) == rank_threads(3, 2) == 3  # asked: on Ray, 3 CPUs reserved
