@@ -99,6 +99,12 @@ class Training(BaseModel):
         "batches (rehearsal against forgetting; or, on the last stage alone, every stage's "
         "samples shuffled together)",
     )
+    augment: bool = Field(
+        True,
+        description="move each solved training sample of a box-symmetric family by a random "
+        "reflection or axis permutation of the box (an exact solution too): up to 2, 8 or 48 "
+        "trajectories per sample in 1D, 2D or 3D",
+    )
     workers: int | None = Field(
         None,
         ge=1,

@@ -166,6 +166,12 @@ class Family(ABC):
         steady: True for steady problems (``T = 1``).
         t_end: default final time.
         expected_rate_space, expected_rate_time: theoretical convergence orders (L2, at t_end).
+        box_symmetric: the equation, every wall's condition and the random draws are alike in
+            every direction, so the unit box's reflections and axis permutations map a solution
+            to a solution with the same parameters (:mod:`pdeladder.solvers.symmetry`; the
+            trainer augments its batches with them).
+        vectors: channel-name tuples that form a vector, component ``a`` along axis ``a``
+            (``("u", "v", "w")``); every other channel is a scalar.
     """
 
     name: ClassVar[str]
@@ -180,6 +186,8 @@ class Family(ABC):
     t_end: ClassVar[float] = 1.0
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
+    box_symmetric: ClassVar[bool] = False
+    vectors: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     # -- what a family implements ---------------------------------------------------------------
 

@@ -117,6 +117,16 @@ def evaluate(
             "predictions go to OUT/predictions.zarr.",
         ),
     ] = 1,
+    symmetrize: Annotated[
+        bool | None,
+        typer.Option(
+            "--symmetrize/--no-symmetrize",
+            help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
+            "passes in 1D, 2D, 3D; on x slabs, those that keep x). Default: where the model "
+            "was trained on symmetry-augmented batches.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -128,7 +138,12 @@ def evaluate(
     )
 
     report = evaluate_checkpoint(
-        checkpoint, store, out, metrics=metrics.value, domain_ranks=domain_ranks
+        checkpoint,
+        store,
+        out,
+        metrics=metrics.value,
+        domain_ranks=domain_ranks,
+        symmetrize=symmetrize,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -184,6 +199,16 @@ def predict(
     domain_ranks: Annotated[
         int, typer.Option(min=1, help="Processes that split each sample along x, each its slab.")
     ] = 1,
+    symmetrize: Annotated[
+        bool | None,
+        typer.Option(
+            "--symmetrize/--no-symmetrize",
+            help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
+            "passes in 1D, 2D, 3D; on x slabs, those that keep x). Default: where the model "
+            "was trained on symmetry-augmented batches.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write the model's predicted rollouts into a store of the same format as --store (same
     groups, parameters, seeds and coordinates; fields = prediction)."""
@@ -211,6 +236,7 @@ def predict(
             device=device,
             progress=progress,
             domain_ranks=domain_ranks,
+            symmetrize=symmetrize,
         )
     finally:
         if bar.live.is_started:

@@ -239,6 +239,7 @@ def evaluate_checkpoint(
     held_out: float = 0.1,
     metrics: str = "ours",
     domain_ranks: int = 1,
+    symmetrize: bool | None = None,
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
@@ -247,11 +248,16 @@ def evaluate_checkpoint(
     ``domain_ranks > 1``: the model runs on that many processes, each on an x slab of every
     sample (:func:`~pdeladder.trainer.predict.predict_store` into ``out_dir/predictions.zarr``,
     or a temporary store), and the scores are computed from the stored predictions: one process
-    then holds the evaluated samples' fields, never the model's activations on them."""
+    then holds the evaluated samples' fields, never the model's activations on them.
+
+    ``symmetrize``: score the model's mean over the box's symmetries
+    (:func:`~pdeladder.trainer.training.validation.predict`); default: where it was trained on
+    symmetry-augmented batches (its metadata's ``augmented``)."""
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     model, meta = load_model(checkpoint)
     model.eval()
+    symmetrize = meta.get("augmented", False) if symmetrize is None else symmetrize
     layout = SlotLayout.from_json(meta["layout"])
     processor = DataProcessor(layout)
     store = open_store(store_url)
@@ -282,6 +288,7 @@ def evaluate_checkpoint(
             predict_store(
                 checkpoint, store_url, pred_url, list(chosen), force=True,
                 domain_ranks=domain_ranks, samples={p: c[4].tolist() for p, c in chosen.items()},
+                symmetrize=symmetrize,
             )  # fmt: skip
         groups, plots = {}, []
         for path, (g, seen, data, train, test) in chosen.items():
@@ -290,7 +297,7 @@ def evaluate_checkpoint(
             if domain_ranks > 1:
                 pred = stored_prediction(processor, pred_url, path, test)
             else:
-                pred = predict(model, processor, batch)
+                pred = predict(model, processor, batch, symmetrize=symmetrize)
             mean, baseline = None, "persistence"
             if g.grid.snapshots == 1:
                 mean = mean_field(processor, data, path, train)
@@ -322,6 +329,7 @@ def evaluate_checkpoint(
         "checkpoint": str(checkpoint),
         "store": store_url,
         "metrics": metrics,
+        "symmetrized": symmetrize,
         "families": families,
         "groups": groups,
     }

@@ -127,6 +127,7 @@ def predict_into(
     records: dict[str, np.ndarray],
     provenance: dict[str, Any],
     slab: Slab | None = None,
+    symmetrize: bool = False,
 ) -> None:
     """Predict the ok samples ``indices`` of ``source`` and write them at the same indices of
     ``target``.
@@ -137,7 +138,7 @@ def predict_into(
     the store's ``(T, C_f, X, Y, Z)`` only to write it. With a
     ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
     predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
-    commits each sample.
+    commits each sample. ``symmetrize``: :func:`~pdeladder.trainer.training.validation.predict`'s.
     """
     layout = processor.layout
     family = get_family(source.family)
@@ -153,7 +154,7 @@ def predict_into(
     batch = make_batch(layout, source.family, grid, fields, records["params"][indices], solved=True)
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
-    pred = predict(model, processor, batch, slab)[:, slots]  # (B, C_f, T, X, Y, Z)
+    pred = predict(model, processor, batch, slab, symmetrize)[:, slots]  # (B, C_f, T, X, Y, Z)
     copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
     copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
     if grid.snapshots > 1:
@@ -214,6 +215,7 @@ def predict_store(
     progress: Progress | None = None,
     domain_ranks: int = 1,
     samples: dict[str, list[int]] | None = None,
+    symmetrize: bool | None = None,
 ) -> dict[str, int]:
     """Write the predictions of the model in ``checkpoint`` for ``groups`` of ``store_url``
     (default: every group the model knows) into a new store at ``out_url``; returns the samples
@@ -227,6 +229,10 @@ def predict_store(
 
     ``samples`` restricts a group to the sample indices it lists (the others stay missing in
     the prediction store), as ``evaluate`` does for the held-out samples.
+
+    ``symmetrize``: write the model's mean over the box's symmetries
+    (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs, over those that keep x
+    in place); default: where the model was trained on symmetry-augmented batches.
     """
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
@@ -236,6 +242,7 @@ def predict_store(
         )
     model, meta = load_model(checkpoint, map_location=device)  # a bad device fails here
     layout = SlotLayout.from_json(meta["layout"])
+    symmetrize = meta.get("augmented", False) if symmetrize is None else symmetrize
     store = open_store(store_url)
     known = model_groups(store, layout)
     if groups:
@@ -268,6 +275,7 @@ def predict_store(
         "checkpoint_step": meta.get("step"),
         "source_store": store_url,
         "domain_ranks": domain_ranks,
+        "symmetrized": symmetrize,
     }
     targets, pending = {}, {}
     for path in paths:
@@ -347,7 +355,10 @@ def predict_groups(
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
-            predict_into(model, processor, source, target, part, records, provenance, slab)
+            predict_into(
+                model, processor, source, target, part, records, provenance, slab,
+                symmetrize=job["provenance"]["symmetrized"],
+            )  # fmt: skip
             if advance is not None:
                 advance(path, len(part))
 

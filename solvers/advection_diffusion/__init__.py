@@ -54,6 +54,8 @@ class AdvectionDiffusion(Family):
     boundary_conditions = (
         "zero total flux (b u - ε∇u)·n = 0 on all walls; b·n = 0 on the walls in 2D/3D"
     )
+    box_symmetric = True
+    vectors = (("bx", "by", "bz"),)
     difficulty = "peclet"
     t_end = 1.0
     expected_rate_space = 2.0

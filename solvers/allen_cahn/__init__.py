@@ -42,6 +42,7 @@ class AllenCahn(Family):
     Params = AllenCahnParams
     channels = (Channel("u", "order parameter"),)
     boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
+    box_symmetric = True
     difficulty = "epsilon"
     t_end = 4.0
     expected_rate_space = 2.0

@@ -49,6 +49,8 @@ class Burgers(Family):
         Channel("w", "z velocity"),
     )
     boundary_conditions = "no-slip walls (homogeneous Dirichlet) on all walls"
+    box_symmetric = True
+    vectors = (("u", "v", "w"),)
     difficulty = "viscosity"
     t_end = 1.0
     expected_rate_space = 2.0

@@ -47,6 +47,7 @@ class Darcy(Family):
         Channel("p", "pressure"),
     )
     boundary_conditions = "p = 0 (homogeneous Dirichlet) on all walls"
+    box_symmetric = True
     difficulty = "log_permeability_std"
     steady = True
     t_end = 0.0

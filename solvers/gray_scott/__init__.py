@@ -51,6 +51,7 @@ class GrayScott(Family):
     Params = GrayScottParams
     channels = (Channel("u", "substrate concentration"), Channel("v", "activator concentration"))
     boundary_conditions = "zero flux (homogeneous Neumann) for both species on all walls"
+    box_symmetric = True
     difficulty = "kill"
     t_end = 400.0
     expected_rate_space = 2.0

@@ -38,6 +38,7 @@ class Heat(Family):
     Params = HeatParams
     channels = (Channel("u", "temperature"),)
     boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
+    box_symmetric = True
     difficulty = "ic_length_scale"
     t_end = 1.0
     expected_rate_space = 2.0

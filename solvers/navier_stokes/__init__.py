@@ -50,6 +50,8 @@ class NavierStokes(Family):
         Channel("p", "kinematic pressure (zero mean)"),
     )
     boundary_conditions = "no-slip (u = 0) on all walls; pressure with zero mean"
+    box_symmetric = True
+    vectors = (("u", "v", "w"),)
     difficulty = "reynolds"
     t_end = 1.0
     expected_rate_space = 3.0  # P2 velocity, L2

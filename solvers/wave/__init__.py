@@ -40,6 +40,7 @@ class Wave(Family):
     Params = WaveParams
     channels = (Channel("u", "displacement"), Channel("v", "velocity du/dt"))
     boundary_conditions = "fixed walls (homogeneous Dirichlet) on all walls"
+    box_symmetric = True
     difficulty = "wave_speed"
     t_end = 1.0
     expected_rate_space = 2.0

@@ -51,6 +51,8 @@ class StageConfig:
     learning_rate: the curriculum's ``training.learning_rate`` block
         (:func:`~pdeladder.trainer.training.schedule.learning_rate`).
     weights: the supervised loss's weights.
+    augment: move the solved training samples by the box's symmetries
+        (:mod:`~pdeladder.trainer.training.augment`).
     self_improvement: the residual phase after the supervised steps, or None.
     unsolved: the stage's own groups, from which the residual phase draws.
     seed: the curriculum's seed (weights, batch order, unsolved draws).
@@ -74,6 +76,7 @@ class StageConfig:
     batch_size: int
     learning_rate: dict[str, Any]
     weights: LossWeights
+    augment: bool
     self_improvement: ResidualPhase | None
     unsolved: tuple[UnsolvedSpec, ...]
     seed: int

@@ -43,6 +43,7 @@ from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
+from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
@@ -262,6 +263,8 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
         domain=domain,
         normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
+    fixed = (0,) if domain is not None else ()  # a rank holds an x slab: x stays in place
+    augment = Augmentation(processor, cfg.seed, dp_rank, fixed)
     si = cfg.self_improvement
     supervised, total = cfg.steps, cfg.total_steps
     per_epoch = len(data.plan(0))  # steps that visit every training sample once
@@ -290,6 +293,8 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
                 group["lr"] = lr
             with clock("data"):
                 batch = processor.to_device(next(batches))
+                if cfg.augment:
+                    batch = augment(batch, step)
                 if step >= supervised:
                     unsolved = processor.to_device(pool.batch(step, dp_rank))
             with clock("compute"):
@@ -363,6 +368,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
                         "model_class": LadderOperator.name,
                         "layout": layout.to_json(),
                         "paths": list(cfg.paths),
+                        "augmented": cfg.augment,
                         "scores": scores,
                         "metrics": metrics,
                     }

@@ -13,11 +13,14 @@ held-out scores, evaluation; prediction turns each sample back to ``(T, C, ...)`
 writes it).
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from pdeladder.dataset.slots import Normaliser, SlotLayout
+from pdeladder.solvers.family import Family
+from pdeladder.solvers.symmetry import BoxSymmetry
 
 
 class DataProcessor:
@@ -64,6 +67,20 @@ class DataProcessor:
         mask = batch["present"].to(norm.dtype)[:, :, None, None, None, None].expand_as(state)
         params = batch["params_norm"][:, :, None, None, None, None].expand(b, -1, t, *space)
         return torch.cat([state, mask, params], dim=1), batch["family"]
+
+    def moved(
+        self, batch: dict[str, Any], moves: Sequence[BoxSymmetry], family: Family
+    ) -> dict[str, Any]:
+        """``batch`` (of ``family``) with sample ``i``'s fields moved by ``moves[i]``, a
+        symmetry of the box (:mod:`pdeladder.solvers.symmetry`); its ``normalised`` fields,
+        where it holds them, made again from the moved ones. Parameters are unchanged."""
+        slots, fields = self.layout.slots, batch["fields"]
+        pairs = zip(moves, fields, strict=True)  # each f is (T, C, X, Y, Z)
+        moved = torch.stack([g.apply(f, slots, family.vectors, channel_axis=1) for g, f in pairs])
+        out = {**batch, "fields": moved}
+        if "normalised" in batch:
+            out["normalised"] = self.normaliser.normalise(moved, batch["family"], batch["present"])
+        return out
 
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
         """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same order."""

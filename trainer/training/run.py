@@ -168,6 +168,7 @@ def stage_config(
         batch_size=tr.batch_size,
         learning_rate=tr.learning_rate.model_dump(),
         weights=LossWeights(data=tr.loss.data, equation=tr.loss.residual, h1=tr.loss.h1),
+        augment=tr.augment,
         self_improvement=(
             ResidualPhase(**tr.self_improvement.model_dump()) if tr.self_improvement else None
         ),
@@ -209,6 +210,7 @@ def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
         "step": state["step"],
         "layout": state["layout"],
         "paths": state["paths"],
+        "augmented": state.get("augmented", False),
         "scores": state.get("scores", {}),
         "metrics": state.get("metrics", {}),
         **extra,

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.solvers.registry import get_family
+from pdeladder.solvers.symmetry import family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses.data import relative_errors
@@ -24,11 +26,30 @@ def predict(
     processor: DataProcessor,
     batch: dict[str, Any],
     slab: Slab | None = None,
+    symmetrize: bool = False,
 ) -> torch.Tensor:
     """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device (on the
-    box ``slab`` of the global grid, default the whole grid)."""
-    x, family = processor.inputs(batch)
-    return processor.physical(model(x, family, slab=slab).float(), family)
+    box ``slab`` of the global grid, default the whole grid).
+
+    ``symmetrize``: for a box-symmetric family, the mean over the box's symmetry group of
+    ``g⁻¹ model(g inputs)`` (:mod:`pdeladder.solvers.symmetry`; 2, 8 or 48 passes in 1D, 2D or
+    3D), which is equivariant exactly where the model is only approximately; on a slab, over
+    the elements that keep the split x axis in place.
+    """
+    family = get_family(processor.layout.families[int(batch["family"][0])])
+    group = family_group(family, batch["grid"].dim, (0,) if slab is not None else ())
+    slots = processor.layout.slots
+    total = None
+    for g in group if symmetrize else group[:1]:
+        moved = (
+            batch if g.is_identity else processor.moved(batch, [g] * len(batch["fields"]), family)
+        )
+        x, ids = processor.inputs(moved)
+        pred = processor.physical(model(x, ids, slab=slab).float(), ids)
+        if not g.is_identity:
+            pred = g.inverse().apply(pred, slots, family.vectors, channel_axis=1)
+        total = pred if total is None else total.add_(pred)
+    return total / (len(group) if symmetrize else 1)
 
 
 def sample_scores(

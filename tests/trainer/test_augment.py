@@ -1,0 +1,155 @@
+"""The box's symmetries in training and inference, on solver data.
+
+Augmentation: every moved sample is the image of its solve under the element drawn for it (so an
+exact solution: its residual keeps its norm), the draws are a function of (seed, step, rank), a
+split x axis stays in place, and the normalised fields are made again from the moved ones.
+Symmetrized prediction: exactly equivariant where the model is not, and the default of
+``evaluate`` and ``predict`` for a model trained on augmented batches."""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.slots import Normaliser, SlotLayout
+from pdeladder.solvers.registry import get_family
+from pdeladder.solvers.symmetry import box_group
+from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.training.augment import Augmentation
+from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.training.validation import predict
+
+FAMILIES = ["heat", "burgers", "advection_diffusion"]
+
+
+@pytest.fixture(scope="module")
+def layout() -> SlotLayout:
+    layout = SlotLayout.for_families(FAMILIES, [2])
+    layout.set_normalisation({"burgers": {"u": (0.1, 0.5), "v": (-0.2, 0.4)},
+                              "advection_diffusion": {"bx": (0.05, 0.9), "by": (0.0, 1.1)}})  # fmt: skip
+    return layout
+
+
+@pytest.fixture(scope="module")
+def batches(layout) -> dict[str, dict]:
+    """A batch of four 2D 17² solves per family, with ``normalised`` as the loader makes it."""
+    out = {}
+    normaliser = Normaliser(layout)
+    for name in FAMILIES:
+        fam = get_family(name)
+        grid = fam.grid(2, 17, 6)
+        samples = [fam.run(fam.Params(), grid, seed=s) for s in range(4)]
+        fields = np.stack([s.fields for s in samples])
+        params = np.stack([s.params.vector() for s in samples])
+        batch = make_batch(layout, name, grid, fields, params, solved=True)
+        batch["normalised"] = normaliser.normalise(
+            batch["fields"], batch["family"], batch["present"]
+        )
+        out[name] = batch
+    return out
+
+
+def residual_norms(layout, batch) -> torch.Tensor:
+    """Per-sample norm of the family's residual of the batch's physical fields."""
+    fam = get_family(layout.families[int(batch["family"][0])])
+    fields = DataProcessor(layout).fields(batch).double()[:, layout.slot_indices(fam, 2)]
+    r = fam.residual(fields, torch.from_numpy(np.asarray(batch["params"])).double(), batch["grid"])
+    return torch.linalg.vector_norm(r.flatten(1), dim=1)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_moved_samples_are_images_of_their_solves(layout, batches, name):
+    batch = batches[name]
+    augment = Augmentation(DataProcessor(layout), seed=7, rank=0)
+    moved_any = False
+    for step in range(6):
+        moved = augment(batch, step)
+        elements = augment.elements(name, 2, step, 4)
+        fam = get_family(name)
+        for i, g in enumerate(elements):
+            image = g.apply(batch["fields"][i], layout.slots, fam.vectors, channel_axis=1)
+            assert torch.equal(moved["fields"][i], image)
+            moved_any |= not g.is_identity
+        expected = Normaliser(layout).normalise(moved["fields"], batch["family"], batch["present"])
+        assert torch.allclose(moved["normalised"], expected)
+        assert torch.allclose(residual_norms(layout, moved), residual_norms(layout, batch),
+                              rtol=1e-5)  # fmt: skip
+        assert torch.equal(moved["params"], batch["params"])
+    assert moved_any
+
+
+def test_draws_are_a_function_of_seed_step_and_rank(layout):
+    processor = DataProcessor(layout)
+    a, b = Augmentation(processor, 7, 0), Augmentation(processor, 7, 0)
+    assert a.elements("heat", 2, 3, 4) == b.elements("heat", 2, 3, 4)
+    draws = {tuple(a.elements("heat", 2, s, 4)) for s in range(40)}
+    assert len(draws) > 30  # other steps, other elements
+    other = Augmentation(processor, 7, 1)
+    assert any(a.elements("heat", 2, s, 4) != other.elements("heat", 2, s, 4) for s in range(5))
+    seen = {g for s in range(40) for g in a.elements("burgers", 2, s, 4)}
+    assert seen == set(box_group(2))  # every element is drawn
+
+
+def test_a_split_x_axis_stays_in_place(layout, batches):
+    augment = Augmentation(DataProcessor(layout), 7, 0, fixed=(0,))
+    seen = {g for s in range(40) for g in augment.elements("burgers", 2, s, 4)}
+    assert seen == set(box_group(2, fixed=(0,))) and len(seen) == 2
+    batch = batches["heat"]
+    for step in range(8):  # the x profile of each sample's y-mean is unchanged
+        moved = augment(batch, step)["fields"]
+        assert torch.allclose(moved.mean(dim=4), batch["fields"].mean(dim=4), atol=1e-6)
+
+
+def operator(layout: SlotLayout) -> LadderOperator:
+    torch.manual_seed(0)
+    return LadderOperator(
+        OperatorConfig(
+            in_channels=layout.in_channels,
+            out_channels=len(layout.slots),
+            width=8,
+            layers=2,
+            modes=(3, 3, 3, 1),
+            families=len(layout.families),
+        )
+    ).eval()
+
+
+@pytest.mark.parametrize("name", ["burgers", "advection_diffusion"])
+def test_the_symmetrized_prediction_is_equivariant(layout, batches, name):
+    processor, fam, model = DataProcessor(layout), get_family(name), operator(layout)
+    batch = batches[name]
+    plain = predict(model, processor, batch)
+    x, ids = processor.inputs(batch)
+    assert torch.equal(plain, processor.physical(model(x, ids).float(), ids))
+    sym = predict(model, processor, batch, symmetrize=True)
+    scale = sym.abs().max()
+    broken = 0.0
+    for g in box_group(2)[1:]:
+        moved = processor.moved(batch, [g] * 4, fam)
+        image = g.apply(sym, layout.slots, fam.vectors, channel_axis=1)
+        got = predict(model, processor, moved, symmetrize=True)
+        assert torch.allclose(got, image, atol=1e-5 * scale), g
+        plain_image = g.apply(plain, layout.slots, fam.vectors, channel_axis=1)
+        broken = max(broken, (predict(model, processor, moved) - plain_image).abs().max().item())
+    assert broken > 1e-2 * scale  # the model alone is not equivariant
+
+
+def test_evaluate_symmetrizes_a_model_trained_on_augmented_batches(
+    known_store, operator_checkpoint, tmp_path
+):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    plain = evaluate_checkpoint(ckpt, known_store.url)
+    doc = json.loads((ckpt / "model.json").read_text())
+    doc["metadata"]["augmented"] = True
+    (ckpt / "model.json").write_text(json.dumps(doc))
+    sym = evaluate_checkpoint(ckpt, known_store.url)
+    assert not plain["symmetrized"] and sym["symmetrized"]
+    darcy = known_store.paths[1]  # its permeability is not symmetric: the x flip is another input
+    assert sym["groups"][darcy]["nrmse"] != pytest.approx(plain["groups"][darcy]["nrmse"])
+    off = evaluate_checkpoint(ckpt, known_store.url, symmetrize=False)
+    assert off["groups"][darcy]["nrmse"] == plain["groups"][darcy]["nrmse"]

@@ -1,0 +1,46 @@
+"""Symmetry augmentation of training batches: each solved sample of a box-symmetric family
+(:attr:`~pdeladder.solvers.family.Family.box_symmetric`) is moved by one element of the unit
+box's symmetry group (:mod:`pdeladder.solvers.symmetry`: reflections and axis permutations,
+vectors turned with the points), an exact solution with the same parameters. A 2D group of 128
+samples trains as up to 1024 distinct trajectories (docs/trainer.md, "Training recipe").
+
+The element of sample ``i`` at ``step`` on data-parallel rank ``rank`` is a pure function of
+``(seed, step, rank, i)``: a resumed run sees the batches it would have seen, and the ranks of
+one domain group move their slabs of a sample alike. A split axis stays in place (a rank holds
+an x slab, so only the elements that fix x are applied there). The held-out scores and the
+self-improvement phase's unsolved draws are never moved; evaluation and prediction can average
+the model over the group instead (:func:`~pdeladder.trainer.training.validation.predict`).
+"""
+
+from typing import Any
+
+import numpy as np
+
+from pdeladder.solvers.registry import get_family
+from pdeladder.solvers.symmetry import BoxSymmetry, family_group
+from pdeladder.trainer.training.processor import DataProcessor
+
+#: Mixed into the augmentation's random stream, so that it is not the batch order's.
+STREAM = 0x5EED
+
+
+class Augmentation:
+    """Moves the solved samples of a batch (the loader's dict) by drawn box symmetries."""
+
+    def __init__(self, processor: DataProcessor, seed: int, rank: int, fixed: tuple[int, ...] = ()):
+        self.processor, self.seed, self.rank, self.fixed = processor, seed, rank, fixed
+
+    def elements(self, family: str, dim: int, step: int, batch: int) -> list[BoxSymmetry]:
+        """The elements drawn for the ``batch`` samples of ``family`` at ``step``."""
+        group = family_group(get_family(family), dim, self.fixed)
+        rng = np.random.default_rng([self.seed, STREAM, step, self.rank])
+        return [group[i] for i in rng.integers(len(group), size=batch)]
+
+    def __call__(self, batch: dict[str, Any], step: int) -> dict[str, Any]:
+        """``batch`` (one group: one family and grid) with every sample moved
+        (:meth:`DataProcessor.moved`)."""
+        family = get_family(self.processor.layout.families[int(batch["family"][0])])
+        moves = self.elements(family.name, batch["grid"].dim, step, len(batch["fields"]))
+        if all(g.is_identity for g in moves):
+            return batch
+        return self.processor.moved(batch, moves, family)
