@@ -95,6 +95,23 @@ def test_draws_are_a_function_of_seed_step_and_rank(layout):
     assert seen == set(box_group(2))  # every element is drawn
 
 
+def test_the_ranks_of_a_domain_group_move_their_slabs_alike(layout, batches):
+    """Each rank of a domain group moves its own x slab; together the slabs are the moved
+    sample, for every element drawn (the draw does not depend on the rank in the group)."""
+    processor = DataProcessor(layout)
+    for name in ("burgers", "advection_diffusion"):
+        batch = batches[name]
+        whole = Augmentation(processor, 7, rank=0, fixed=(0,))
+        for step in range(6):
+            parts = []
+            for lo, hi in ((0, 9), (9, 17)):  # two ranks' x slabs of the 17 points
+                part = {**batch, "fields": batch["fields"][:, :, :, lo:hi].contiguous()}
+                part["normalised"] = batch["normalised"][:, :, :, lo:hi]
+                moved = Augmentation(processor, 7, rank=0, fixed=(0,))(part, step)
+                parts.append(moved["fields"])
+            assert torch.equal(torch.cat(parts, dim=3), whole(batch, step)["fields"])
+
+
 def test_a_split_x_axis_stays_in_place(layout, batches):
     augment = Augmentation(DataProcessor(layout), 7, 0, fixed=(0,))
     seen = {g for s in range(40) for g in augment.elements("burgers", 2, s, 4)}
