@@ -253,8 +253,11 @@ class Bench:
         """Train ``spec``'s ``stages`` into the run folder of ``spec``; record the variant
         ``name``'s wall time, steps, parameters and curve; the last stage's model folder."""
         run_dir = self.out / "runs" / spec.name
-        # a fresh folder: one-worker stages resume what an earlier run of the benchmark left
-        shutil.rmtree(run_dir, ignore_errors=True)
+        chosen = [spec.stage(n) for n in stages] if stages else spec.stages
+        for s in chosen:  # fresh stages: one-worker stages resume what an earlier run left
+            shutil.rmtree(run_dir / "stages" / s.name, ignore_errors=True)
+        if chosen[0].name == spec.stages[0].name:  # a new run: its metrics start over
+            (run_dir / "metrics.jsonl").unlink(missing_ok=True)
         t0 = time.perf_counter()
         result = train_curriculum(
             spec,
@@ -268,7 +271,6 @@ class Bench:
             progress=False,
         )
         self.walls[name] = time.perf_counter() - t0
-        chosen = [spec.stage(n) for n in stages] if stages else spec.stages
         self.steps[name] = sum(
             s.training.steps
             + (s.training.self_improvement.steps if s.training.self_improvement else 0)
