@@ -37,19 +37,19 @@ def predict(
     the elements that keep the split x axis in place.
     """
     family = get_family(processor.layout.families[int(batch["family"][0])])
-    group = family_group(family, batch["grid"].dim, (0,) if slab is not None else ())
-    slots = processor.layout.slots
+    fixed = (0,) if slab is not None else ()
+    group = family_group(family, batch["grid"].dim, fixed)[: None if symmetrize else 1]
     total = None
-    for g in group if symmetrize else group[:1]:
+    for g in group:
         moved = (
             batch if g.is_identity else processor.moved(batch, [g] * len(batch["fields"]), family)
         )
         x, ids = processor.inputs(moved)
         pred = processor.physical(model(x, ids, slab=slab).float(), ids)
         if not g.is_identity:
-            pred = g.inverse().apply(pred, slots, family.vectors, channel_axis=1)
-        total = pred if total is None else total.add_(pred)
-    return total / (len(group) if symmetrize else 1)
+            pred = g.inverse().apply(pred, processor.layout.slots, family.vectors, channel_axis=1)
+        total = pred if total is None else total + pred
+    return total / len(group)
 
 
 def sample_scores(
