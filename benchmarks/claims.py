@@ -3,8 +3,8 @@
 The quick-start's four 2D families (heat, Darcy, Burgers, advection-diffusion) with the
 quick-start's parameter ranges, model and training settings (examples/quickstart.yaml: stage
 ``plane`` at 17² for ``coarse``, stage ``refine`` at 33² for ``fine``), solved once into one
-store with ``materialize``; every variant is trained with ``train_curriculum`` (one Ray Train
-worker) and scored with ``evaluate_checkpoint`` on the same held-out samples (the last
+store with ``materialize``; every variant is trained with ``train_curriculum`` (one worker, in
+process) and scored with ``evaluate_checkpoint`` on the same held-out samples (the last
 ``--held-out`` of each group, at most 16), each nRMSE beside its trivial baseline (persistence
 ``u(t) = u(0)``; steady Darcy: the training samples' mean field).
 
