@@ -12,6 +12,18 @@ from rich.table import Table
 
 from pdeladder.errors import UserInputError
 
+#: ``--symmetrize/--no-symmetrize`` of ``evaluate`` and ``predict``.
+Symmetrize = Annotated[
+    bool | None,
+    typer.Option(
+        "--symmetrize/--no-symmetrize",
+        help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
+        "passes in 1D, 2D, 3D; on x slabs, those that keep x). Default: where the model was "
+        "trained on symmetry-augmented batches.",
+        show_default=False,
+    ),
+]
+
 
 def train(
     file: Annotated[Path, typer.Argument(help="Curriculum YAML file.")],
@@ -117,16 +129,7 @@ def evaluate(
             "predictions go to OUT/predictions.zarr.",
         ),
     ] = 1,
-    symmetrize: Annotated[
-        bool | None,
-        typer.Option(
-            "--symmetrize/--no-symmetrize",
-            help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
-            "passes in 1D, 2D, 3D; on x slabs, those that keep x). Default: where the model "
-            "was trained on symmetry-augmented batches.",
-            show_default=False,
-        ),
-    ] = None,
+    symmetrize: Symmetrize = None,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -199,16 +202,7 @@ def predict(
     domain_ranks: Annotated[
         int, typer.Option(min=1, help="Processes that split each sample along x, each its slab.")
     ] = 1,
-    symmetrize: Annotated[
-        bool | None,
-        typer.Option(
-            "--symmetrize/--no-symmetrize",
-            help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
-            "passes in 1D, 2D, 3D; on x slabs, those that keep x). Default: where the model "
-            "was trained on symmetry-augmented batches.",
-            show_default=False,
-        ),
-    ] = None,
+    symmetrize: Symmetrize = None,
 ) -> None:
     """Write the model's predicted rollouts into a store of the same format as --store (same
     groups, parameters, seeds and coordinates; fields = prediction)."""
