@@ -46,7 +46,7 @@ from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows, predict_store
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict, sample_scores
+from pdeladder.trainer.training.validation import predict, sample_scores, symmetrized
 
 #: Scores averaged over a family's groups, weighted by their samples.
 FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
@@ -251,13 +251,13 @@ def evaluate_checkpoint(
     then holds the evaluated samples' fields, never the model's activations on them.
 
     ``symmetrize``: score the model's mean over the box's symmetries
-    (:func:`~pdeladder.trainer.training.validation.predict`); default: where it was trained on
-    symmetry-augmented batches (its metadata's ``augmented``)."""
+    (:func:`~pdeladder.trainer.training.validation.predict`; default:
+    :func:`~pdeladder.trainer.training.validation.symmetrized`)."""
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     model, meta = load_model(checkpoint)
     model.eval()
-    symmetrize = meta.get("augmented", False) if symmetrize is None else symmetrize
+    symmetrize = symmetrized(meta, symmetrize)
     layout = SlotLayout.from_json(meta["layout"])
     processor = DataProcessor(layout)
     store = open_store(store_url)

@@ -44,7 +44,7 @@ from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict
+from pdeladder.trainer.training.validation import predict, symmetrized
 
 #: ``progress(group path, samples)`` returns the function called with the number of samples
 #: each batch wrote (the CLI draws a bar with it).
@@ -232,7 +232,7 @@ def predict_store(
 
     ``symmetrize``: write the model's mean over the box's symmetries
     (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs, over those that keep x
-    in place); default: where the model was trained on symmetry-augmented batches.
+    in place; default: :func:`~pdeladder.trainer.training.validation.symmetrized`).
     """
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
@@ -242,7 +242,7 @@ def predict_store(
         )
     model, meta = load_model(checkpoint, map_location=device)  # a bad device fails here
     layout = SlotLayout.from_json(meta["layout"])
-    symmetrize = meta.get("augmented", False) if symmetrize is None else symmetrize
+    symmetrize = symmetrized(meta, symmetrize)
     store = open_store(store_url)
     known = model_groups(store, layout)
     if groups:

@@ -16,10 +16,12 @@ import torch
 
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import Normaliser, SlotLayout
+from pdeladder.dataset.store import open_store
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
@@ -156,7 +158,7 @@ def test_the_symmetrized_prediction_is_equivariant(layout, batches, name):
     assert broken > 1e-2 * scale  # the model alone is not equivariant
 
 
-def test_evaluate_symmetrizes_a_model_trained_on_augmented_batches(
+def test_evaluate_and_predict_symmetrize_a_model_trained_on_augmented_batches(
     known_store, operator_checkpoint, tmp_path
 ):
     ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
@@ -170,3 +172,8 @@ def test_evaluate_symmetrizes_a_model_trained_on_augmented_batches(
     assert sym["groups"][darcy]["nrmse"] != pytest.approx(plain["groups"][darcy]["nrmse"])
     off = evaluate_checkpoint(ckpt, known_store.url, symmetrize=False)
     assert off["groups"][darcy]["nrmse"] == plain["groups"][darcy]["nrmse"]
+    for asked, expected in ((None, True), (False, False)):  # predict follows the same rule
+        out = str(tmp_path / f"pred-{asked}.zarr")
+        predict_store(ckpt, known_store.url, out, [darcy], symmetrize=asked)
+        provenance = json.loads(open_store(out).group(darcy).column("provenance")[0])
+        assert provenance["symmetrized"] is expected

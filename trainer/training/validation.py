@@ -52,6 +52,12 @@ def predict(
     return total / len(group)
 
 
+def symmetrized(meta: dict[str, Any], symmetrize: bool | None) -> bool:
+    """Whether to :func:`predict` symmetrized: as asked, or by default where the model trained
+    on symmetry-augmented batches (its checkpoint metadata's ``augmented``)."""
+    return meta.get("augmented", False) if symmetrize is None else symmetrize
+
+
 def sample_scores(
     pred: torch.Tensor,
     truth: torch.Tensor,
