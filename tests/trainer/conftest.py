@@ -146,6 +146,23 @@ def operator_checkpoint() -> Callable[..., Path]:
     return save_operator
 
 
+def tiny_operator(layout: SlotLayout, modes: tuple[int, ...], **config) -> LadderOperator:
+    """A seeded width-8, two-block operator for ``layout`` (``config``: more
+    :class:`OperatorConfig` fields)."""
+    torch.manual_seed(0)
+    return LadderOperator(
+        OperatorConfig(
+            in_channels=layout.in_channels,
+            out_channels=len(layout.slots),
+            width=8,
+            layers=2,
+            modes=modes,
+            families=len(layout.families),
+            **config,
+        )
+    )
+
+
 def save_operator(
     folder: Path, store_url: str, paths: list[str], *, persistence: bool = False
 ) -> Path:
@@ -154,17 +171,7 @@ def save_operator(
     layout = SlotLayout.for_families(["heat", "darcy"], [1])
     store = open_store(store_url)
     layout.set_normalisation(family_normalisation(store.group(p) for p in paths))
-    torch.manual_seed(0)
-    config = OperatorConfig(
-        in_channels=layout.in_channels,
-        out_channels=len(layout.slots),
-        width=8,
-        layers=2,
-        modes=(3, 3, 1, 1),
-        families=len(layout.families),
-        output="change",  # u(0) + τ N: a zero projection is persistence
-    )
-    model = LadderOperator(config)
+    model = tiny_operator(layout, (3, 3, 1, 1), output="change")  # a zero projection: u(0)
     if persistence:
         with torch.no_grad():
             model.project[-1].linear.weight.zero_()

@@ -20,11 +20,12 @@ from pdeladder.dataset.store import open_store
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.evaluate import evaluate_checkpoint
-from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict
+
+from .conftest import tiny_operator
 
 FAMILIES = ["heat", "burgers", "advection_diffusion"]
 
@@ -124,23 +125,10 @@ def test_a_split_x_axis_stays_in_place(layout, batches):
         assert torch.allclose(moved.mean(dim=4), batch["fields"].mean(dim=4), atol=1e-6)
 
 
-def operator(layout: SlotLayout) -> LadderOperator:
-    torch.manual_seed(0)
-    return LadderOperator(
-        OperatorConfig(
-            in_channels=layout.in_channels,
-            out_channels=len(layout.slots),
-            width=8,
-            layers=2,
-            modes=(3, 3, 3, 1),
-            families=len(layout.families),
-        )
-    ).eval()
-
-
 @pytest.mark.parametrize("name", ["burgers", "advection_diffusion"])
 def test_the_symmetrized_prediction_is_equivariant(layout, batches, name):
-    processor, fam, model = DataProcessor(layout), get_family(name), operator(layout)
+    processor, fam = DataProcessor(layout), get_family(name)
+    model = tiny_operator(layout, (3, 3, 3, 1)).eval()
     batch = batches[name]
     plain = predict(model, processor, batch)
     x, ids = processor.inputs(batch)
