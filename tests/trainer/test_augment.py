@@ -137,7 +137,7 @@ def test_the_symmetrized_prediction_is_equivariant(layout, batches, name):
     scale = sym.abs().max()
     broken = 0.0
     for g in box_group(2)[1:]:
-        moved = processor.moved(batch, [g] * 4, fam)
+        moved = processor.moved(batch, [g] * 4)
         image = g.apply(sym, layout.slots, fam.vectors, channel_axis=1)
         got = predict(model, processor, moved, symmetrize=True)
         assert torch.allclose(got, image, atol=1e-5 * scale), g

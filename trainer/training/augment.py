@@ -39,8 +39,8 @@ class Augmentation:
     def __call__(self, batch: dict[str, Any], step: int) -> dict[str, Any]:
         """``batch`` (one group: one family and grid) with every sample moved
         (:meth:`DataProcessor.moved`)."""
-        family = get_family(self.processor.layout.families[int(batch["family"][0])])
-        moves = self.elements(family.name, batch["grid"].dim, step, len(batch["fields"]))
+        family = self.processor.family(batch).name
+        moves = self.elements(family, batch["grid"].dim, step, len(batch["fields"]))
         if all(g.is_identity for g in moves):
             return batch
-        return self.processor.moved(batch, moves, family)
+        return self.processor.moved(batch, moves)

@@ -20,6 +20,7 @@ import torch
 
 from pdeladder.dataset.slots import Normaliser, SlotLayout
 from pdeladder.solvers.family import Family
+from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import BoxSymmetry
 
 
@@ -68,13 +69,15 @@ class DataProcessor:
         params = batch["params_norm"][:, :, None, None, None, None].expand(b, -1, t, *space)
         return torch.cat([state, mask, params], dim=1), batch["family"]
 
-    def moved(
-        self, batch: dict[str, Any], moves: Sequence[BoxSymmetry], family: Family
-    ) -> dict[str, Any]:
-        """``batch`` (of ``family``) with sample ``i``'s fields moved by ``moves[i]``, a
-        symmetry of the box (:mod:`pdeladder.solvers.symmetry`); its ``normalised`` fields,
-        where it holds them, made again from the moved ones. Parameters are unchanged."""
-        slots, fields = self.layout.slots, batch["fields"]
+    def family(self, batch: dict[str, Any]) -> Family:
+        """The family of ``batch``'s samples (a batch is one group: one family and grid)."""
+        return get_family(self.layout.families[int(batch["family"][0])])
+
+    def moved(self, batch: dict[str, Any], moves: Sequence[BoxSymmetry]) -> dict[str, Any]:
+        """``batch`` with sample ``i``'s fields moved by ``moves[i]``, a symmetry of the box
+        (:mod:`pdeladder.solvers.symmetry`); its ``normalised`` fields, where it holds them,
+        made again from the moved ones. Parameters are unchanged."""
+        slots, fields, family = self.layout.slots, batch["fields"], self.family(batch)
         pairs = zip(moves, fields, strict=True)  # each f is (T, C, X, Y, Z)
         moved = torch.stack([g.apply(f, slots, family.vectors, channel_axis=1) for g, f in pairs])
         out = {**batch, "fields": moved}

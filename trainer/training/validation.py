@@ -11,7 +11,6 @@ from typing import Any
 import torch
 
 from pdeladder.dataset.slots import SlotLayout
-from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
@@ -36,14 +35,12 @@ def predict(
     3D), which is equivariant exactly where the model is only approximately; on a slab, over
     the elements that keep the split x axis in place.
     """
-    family = get_family(processor.layout.families[int(batch["family"][0])])
+    family = processor.family(batch)
     fixed = (0,) if slab is not None else ()
     group = family_group(family, batch["grid"].dim, fixed)[: None if symmetrize else 1]
     total = None
     for g in group:
-        moved = (
-            batch if g.is_identity else processor.moved(batch, [g] * len(batch["fields"]), family)
-        )
+        moved = batch if g.is_identity else processor.moved(batch, [g] * len(batch["fields"]))
         x, ids = processor.inputs(moved)
         pred = processor.physical(model(x, ids, slab=slab).float(), ids)
         if not g.is_identity:
