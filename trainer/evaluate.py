@@ -82,6 +82,7 @@ def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
 
 
 def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
+    """``(X, Y, Z)`` mask of the grid points on the box's walls (the active axes' ends)."""
     m = torch.zeros(shape, dtype=torch.bool)
     for a in range(dim):
         idx = [slice(None)] * 3
@@ -89,6 +90,16 @@ def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
             idx[a] = end
             m[tuple(idx)] = True
     return m
+
+
+def boundary_error(pred: torch.Tensor, truth: torch.Tensor, dim: int) -> float:
+    """RMS of ``pred - truth`` (``(B, T, X, Y, Z)``, one channel) on the walls, relative to the
+    RMS of ``truth`` over the whole grid: how far the prediction misses the boundary values, on
+    the field's scale (on a Dirichlet wall the truth is 0, so a ratio to its values there would
+    be undefined)."""
+    walls = boundary_mask(truth.shape[2:], dim)
+    miss = (pred - truth)[..., walls].square().mean()
+    return float((miss / truth.square().mean().clamp_min(1e-20)).sqrt())
 
 
 def channel_nrmse(pred: torch.Tensor, truth: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
@@ -193,7 +204,6 @@ def group_report(
         who: {layout.slots[s]: float(e[:, s].mean()) for s in slots} for who, e in scores.items()
     }
     bands, conservation, boundary = {}, {}, {}
-    bmask = boundary_mask(grid.shape, grid.dim)
     for s in slots:
         p, t = pred[:, s], truth[:, s]  # (B, T, X, Y, Z)
         name = layout.slots[s]
@@ -201,10 +211,7 @@ def group_report(
         drift_p = p.mean((2, 3, 4)) - p.mean((2, 3, 4))[:, :1]
         drift_t = t.mean((2, 3, 4)) - t.mean((2, 3, 4))[:, :1]
         conservation[name] = float((drift_p - drift_t).abs().max() / t.std().clamp_min(1e-20))
-        pb, tb = p[..., bmask], t[..., bmask]
-        boundary[name] = float(
-            ((pb - tb).square().mean() / tb.square().mean().clamp_min(1e-20)).sqrt()
-        )
+        boundary[name] = boundary_error(p, t, grid.dim)
     group = {who: float(e[:, slots].mean()) for who, e in scores.items()}
     names = [layout.slots[s] for s in slots]
     others = {

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.store import open_store
-from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.evaluate import boundary_error, evaluate_checkpoint
 
 HELD_OUT = 0.3
 
@@ -101,3 +102,24 @@ def test_two_domain_ranks_score_what_one_process_scores(
             assert got["rmse_bands"][channel] == pytest.approx(bands, rel=1e-4, abs=1e-6)
     held_out = open_store(str(tmp_path / "eval" / "predictions.zarr")).group(paths[0]).status()
     assert (held_out == OK).sum() == one["groups"][paths[0]]["samples"] < len(held_out)
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_boundary_error_is_on_the_fields_scale_where_the_walls_hold_zero(dim):
+    """A field that is 0 on its walls (a Dirichlet condition), predicted exactly inside and off
+    by ``c`` on every wall point: the report's boundary error is ``c`` over the field's RMS (a
+    ratio to the truth's wall values would divide by zero)."""
+    n, c = 9, 0.25
+    x = torch.linspace(0, 1, n)
+    wave = torch.sin(torch.pi * x)
+    truth = (wave[:, None] * (wave[None, :] if dim == 2 else torch.ones(1)))[None, None, :, :, None]
+    truth = truth.expand(2, 3, n, n if dim == 2 else 1, 1).clone()  # (B, T, X, Y, Z)
+    pred = truth.clone()
+    walls = torch.zeros(truth.shape[2:], dtype=torch.bool)
+    walls[[0, -1]] = True
+    if dim == 2:
+        walls[:, [0, -1]] = True
+    pred[..., walls] += c
+    expected = c / float(truth.square().mean().sqrt())
+    assert boundary_error(pred, truth, dim) == pytest.approx(expected, rel=1e-6)
+    assert boundary_error(truth, truth, dim) == 0.0
