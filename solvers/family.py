@@ -94,12 +94,16 @@ def parameter(default: float, low: float, high: float, units: str, description: 
 @dataclass(frozen=True)
 class Channel:
     """One channel of a trajectory. ``role="input"`` marks static coefficient fields the model
-    receives (a permeability, a velocity field); outputs are what it predicts."""
+    receives (a permeability, a velocity field); outputs are what it predicts. ``wall``: the
+    channel's condition on every wall of the box, as the solver imposes it, ``"zero"`` (the
+    value, homogeneous Dirichlet) or ``"no_flux"`` (the normal derivative, homogeneous Neumann);
+    ``None`` for none (a pressure, an input)."""
 
     name: str
     long_name: str
     units: str = "1"
     role: Literal["input", "output"] = "output"
+    wall: Literal["zero", "no_flux"] | None = None
 
 
 @dataclass

@@ -79,3 +79,39 @@ def time_interior(f: torch.Tensor) -> torch.Tensor:
 def broadcast_param(params: torch.Tensor, index: int, like: torch.Tensor) -> torch.Tensor:
     """Column ``index`` of ``(B, P)`` params, shaped to broadcast against ``like`` ``(B, ...)``."""
     return params[:, index].reshape(-1, *([1] * (like.ndim - 1)))
+
+
+def with_walls(
+    f: torch.Tensor,
+    walls: list[str | None],
+    dim: int,
+    ends: list[tuple[bool, bool]] | None = None,
+) -> torch.Tensor:
+    """``f`` ``(B, C, T, X, Y, Z)`` with each channel's wall condition imposed on the box's walls
+    (:attr:`~pdeladder.solvers.family.Channel.wall`): ``"zero"`` sets the wall points to 0;
+    ``"no_flux"`` sets them so that the second-order one-sided normal derivative vanishes,
+    ``f_0 = (4 f_1 - f_2) / 3``; ``None`` leaves the channel as it is.
+
+    ``walls``: one entry per channel. ``ends``: per active axis, whether ``f`` holds its low and
+    high wall (a slab of the global grid holds an axis's walls only where it reaches its ends;
+    default: every wall). Axes are imposed in order, so an edge takes the last axis's rule.
+    """
+    out = f.clone()
+    for a in range(dim):
+        axis = f.ndim - 3 + a
+        n = f.shape[axis]
+        for side, (wall, first, second) in enumerate(((0, 1, 2), (n - 1, n - 2, n - 3))):
+            if ends is not None and not ends[a][side]:
+                continue
+            for c, kind in enumerate(walls):
+                if kind is None:
+                    continue
+                if n < 3:
+                    raise ValueError(f"a wall condition needs 3 points along axis {a}, got {n}")
+                plane = out[:, c].select(axis - 1, wall)  # a view: assigning to it writes out
+                if kind == "zero":
+                    plane.zero_()
+                else:
+                    near, next_ = (out[:, c].select(axis - 1, i) for i in (first, second))
+                    plane.copy_((4 * near - next_) / 3)
+    return out

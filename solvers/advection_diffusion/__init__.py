@@ -46,7 +46,7 @@ class AdvectionDiffusion(Family):
     dims = (1, 2, 3)
     Params = AdvectionDiffusionParams
     channels = (
-        Channel("u", "transported scalar"),
+        Channel("u", "transported scalar", wall="no_flux"),
         Channel("bx", "velocity x-component", role="input"),
         Channel("by", "velocity y-component", role="input"),
         Channel("bz", "velocity z-component", role="input"),

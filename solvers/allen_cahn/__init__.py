@@ -40,7 +40,7 @@ class AllenCahn(Family):
     equation = r"\partial_t u = \varepsilon^2 \Delta u + u - u^3"
     dims = (1, 2, 3)
     Params = AllenCahnParams
-    channels = (Channel("u", "order parameter"),)
+    channels = (Channel("u", "order parameter", wall="no_flux"),)
     boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
     box_symmetric = True
     difficulty = "epsilon"

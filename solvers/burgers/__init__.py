@@ -44,9 +44,9 @@ class Burgers(Family):
     dims = (1, 2, 3)
     Params = BurgersParams
     channels = (
-        Channel("u", "x velocity"),
-        Channel("v", "y velocity"),
-        Channel("w", "z velocity"),
+        Channel("u", "x velocity", wall="zero"),
+        Channel("v", "y velocity", wall="zero"),
+        Channel("w", "z velocity", wall="zero"),
     )
     boundary_conditions = "no-slip walls (homogeneous Dirichlet) on all walls"
     box_symmetric = True

@@ -44,7 +44,7 @@ class Darcy(Family):
     Params = DarcyParams
     channels = (
         Channel("a", "log-permeability", role="input"),
-        Channel("p", "pressure"),
+        Channel("p", "pressure", wall="zero"),
     )
     boundary_conditions = "p = 0 (homogeneous Dirichlet) on all walls"
     box_symmetric = True

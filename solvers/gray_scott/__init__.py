@@ -49,7 +49,10 @@ class GrayScott(Family):
     )
     dims = (1, 2, 3)
     Params = GrayScottParams
-    channels = (Channel("u", "substrate concentration"), Channel("v", "activator concentration"))
+    channels = (
+        Channel("u", "substrate concentration", wall="no_flux"),
+        Channel("v", "activator concentration", wall="no_flux"),
+    )
     boundary_conditions = "zero flux (homogeneous Neumann) for both species on all walls"
     box_symmetric = True
     difficulty = "kill"

@@ -36,7 +36,7 @@ class Heat(Family):
     equation = r"\partial_t u = \kappa \Delta u"
     dims = (1, 2, 3)
     Params = HeatParams
-    channels = (Channel("u", "temperature"),)
+    channels = (Channel("u", "temperature", wall="no_flux"),)
     boundary_conditions = "zero flux (homogeneous Neumann) on all walls"
     box_symmetric = True
     difficulty = "ic_length_scale"

@@ -44,9 +44,9 @@ class NavierStokes(Family):
     dims = (2, 3)
     Params = NavierStokesParams
     channels = (
-        Channel("u", "velocity x"),
-        Channel("v", "velocity y"),
-        Channel("w", "velocity z"),
+        Channel("u", "velocity x", wall="zero"),
+        Channel("v", "velocity y", wall="zero"),
+        Channel("w", "velocity z", wall="zero"),
         Channel("p", "kinematic pressure (zero mean)"),
     )
     boundary_conditions = "no-slip (u = 0) on all walls; pressure with zero mean"

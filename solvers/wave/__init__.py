@@ -38,7 +38,10 @@ class Wave(Family):
     equation = r"\partial_t^2 u = c^2 \Delta u"
     dims = (1, 2, 3)
     Params = WaveParams
-    channels = (Channel("u", "displacement"), Channel("v", "velocity du/dt"))
+    channels = (
+        Channel("u", "displacement", wall="zero"),
+        Channel("v", "velocity du/dt", wall="zero"),
+    )
     boundary_conditions = "fixed walls (homogeneous Dirichlet) on all walls"
     box_symmetric = True
     difficulty = "wave_speed"

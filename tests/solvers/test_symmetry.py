@@ -1,5 +1,6 @@
 """The unit box's symmetries: the group, the vector rule, and every family's solver data mapped to
-data whose residual is the image of the residual (same norm), on real DOLFINx solves."""
+data whose residual is the image of the residual (same norm), on real DOLFINx solves; and the
+walls every family's channels declare, against the same solves."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 from pdeladder.solvers import family_names, get_family
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.stencils import grad, interior
+from pdeladder.solvers.stencils import grad, interior, with_walls
 from pdeladder.solvers.symmetry import BoxSymmetry, box_group
 
 
@@ -85,6 +86,24 @@ def test_every_image_of_a_solution_has_the_same_residual(solved, name):
         turned = BoxSymmetry(perm=(1, 0), flips=(True, False))
         wrong = turned.apply(fields, fam.channel_names(2), (), channel_axis=1)
         assert torch.linalg.vector_norm(fam.residual(wrong, params, grid)) > 2 * norm
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_every_family_declares_the_walls_its_solver_imposes(solved, name):
+    """Every predicted channel but a pressure has a wall condition; the solver's data are 0 on
+    the walls of a ``"zero"`` channel (Dirichlet, imposed at the nodes), so completing them by
+    :func:`with_walls` changes nothing there."""
+    fam = get_family(name)
+    fields, _, _ = solved[name]
+    channels = fam.channels_for(2)
+    walls = [c.wall for c in channels]
+    assert all(c.wall is not None for c in channels if c.role == "output" and c.name != "p") or (
+        fam.steady and walls == [None, "zero"]
+    )
+    completed = with_walls(fields, walls, 2)
+    for c, kind in enumerate(walls):
+        if kind == "zero":
+            assert torch.equal(completed[:, c], fields[:, c]), channels[c].name
 
 
 def test_a_vector_with_missing_components_is_refused():

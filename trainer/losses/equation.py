@@ -1,5 +1,19 @@
 """Equation loss: the family's strong-form PDE residual (from ``solvers/``) on the prediction.
 
+The residual must determine the solution, not only vanish on it; two things make it so, and
+without them its minimiser, given the initial state, lies 16-99 % from the solver's data
+(docs/trainer.md, "The residual that determines the solution"):
+
+- **one equation per snapshot interval**: :func:`step_residual`, the implicit midpoint rule
+  ``(u_{k+1} - u_k) / Δt = F((u_k + u_{k+1}) / 2)`` between consecutive snapshots, the family's
+  own residual evaluated on the trajectory refined by the midpoints. The centred difference
+  ``(u_{k+1} - u_{k-1}) / 2Δt = F(u_k)`` that the families' ``residual`` takes gives one
+  equation fewer than unknown snapshots: it leaves the odd snapshots free (leapfrog's
+  computational mode);
+- **the walls**: the residual sees interior points only, so the prediction enters it completed
+  by every channel's wall condition (:func:`walled`; its snapshot 0, the given initial state,
+  as it is).
+
 The residual is made dimensionless by that of the *trivial* prediction, the initial state held
 constant in time (zero output for steady problems, where the coefficients alone drive the
 residual): ``r = ‖R(u_pred)‖² / ‖R(u_trivial)‖²`` per sample, mean squares over the residual's
@@ -25,6 +39,7 @@ Every tensor here is in the model's axis order ``(B, C, T, X, Y, Z)``, the resid
 batch's fields come in through :meth:`~pdeladder.trainer.training.processor.DataProcessor.fields`.
 """
 
+import dataclasses
 import math
 from typing import Any
 
@@ -32,6 +47,7 @@ import torch
 
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
+from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
@@ -42,11 +58,30 @@ from pdeladder.trainer.distributed.slab import Slab
 FIELD_DIMS = {"t": 2, "x": 3}
 
 
+def step_residual(fam: Family, fields: torch.Tensor, params: torch.Tensor, grid) -> torch.Tensor:
+    """``fam``'s residual of the implicit midpoint rule between consecutive snapshots of
+    ``fields`` ``(b, C_f, T, X, Y, Z)``: ``(b, R, T - 1, X', Y', Z')``, row ``k`` the interval
+    from snapshot ``k`` to ``k + 1`` (a steady family's residual as it is).
+
+    The family's centred residual on the trajectory refined by the midpoints
+    ``(u_k + u_{k+1}) / 2`` (half the step of ``grid``, the global grid), at the midpoints:
+    ``(u_{k+1} - u_k) / Δt - F((u_k + u_{k+1}) / 2)``.
+    """
+    if grid.snapshots == 1:
+        return fam.residual(fields, params, grid)
+    mid = 0.5 * (fields[:, :, 1:] + fields[:, :, :-1])
+    refined = torch.stack([fields[:, :, :-1], mid], dim=3).flatten(2, 3)  # u_0, m_0, u_1, ...
+    refined = torch.cat([refined, fields[:, :, -1:]], dim=2)  # ..., m_{T-2}, u_{T-1}
+    half = dataclasses.replace(grid, snapshots=2 * grid.snapshots - 1)
+    return fam.residual(refined, params, half)[:, :, ::2]
+
+
 def residual_shape(fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid) -> torch.Size:
-    """Shape ``(1, R, T', X', Y', Z')`` of ``fam``'s residual on fields of ``shape``
-    ``(1, C_f, T, X, Y, Z)``, found on the meta device (nothing is computed or allocated)."""
+    """Shape ``(1, R, T', X', Y', Z')`` of ``fam``'s :func:`step_residual` on fields of
+    ``shape`` ``(1, C_f, T, X, Y, Z)``, found on the meta device (nothing is computed or
+    allocated)."""
     probe = torch.empty(shape, device="meta")
-    return fam.residual(probe, params[:1].to("meta"), grid).shape
+    return step_residual(fam, probe, params[:1].to("meta"), grid).shape
 
 
 def _halos(
@@ -55,25 +90,29 @@ def _halos(
     """The halos the residual's stencils need on ``slab`` (``{axis: (dim, before, after)}``)
     and the number of residual points per sample on the global grid.
 
-    The residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points at each
-    end of an axis that its stencils reach ``r`` points along, which its shape on the global
-    grid tells.
+    In space the residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points
+    at each end of an axis that its stencils reach ``r`` points along. In time
+    (:func:`step_residual`) row ``k`` needs snapshots ``k`` and ``k + 1``: the last snapshot
+    starts no interval, and a time slab needs the next one's first. The residual's shape on the
+    global grid tells both.
     """
     glob = (1, fields.shape[1], *slab.shape)
     out = residual_shape(fam, glob, params, grid)
     halos = {}
     for axis, dim in FIELD_DIMS.items():
-        reach, a = (glob[dim] - out[dim]) // 2, 0 if axis == "t" else 1
+        drop, a = glob[dim] - out[dim], 0 if axis == "t" else 1
+        before, after = (0, drop) if axis == "t" else (drop // 2, drop // 2)
         parts = (domain.tiling.t, domain.tiling.x)[a] if domain is not None else 1
-        if parts > 1 and reach:
+        if parts > 1 and drop:
             parts_of = (domain.tiling.slab(slab.shape, i) for i in range(domain.size))
             fewest = min(part.hi[a] - part.lo[a] for part in parts_of)  # grid points, no padding
-            if fewest < reach:
+            if fewest < max(before, after):
                 raise UserInputError(
-                    f"{fam.name}: its residual reaches {reach} points along {axis}, more than "
-                    f"the smallest of {parts} parts of {slab.shape[a]} points holds ({fewest})"
+                    f"{fam.name}: its residual reaches {max(before, after)} points along "
+                    f"{axis}, more than the smallest of {parts} parts of {slab.shape[a]} points "
+                    f"holds ({fewest})"
                 )
-            halos[axis] = (dim, reach, reach)
+            halos[axis] = (dim, before, after)
     return halos, math.prod(out[1:])
 
 
@@ -87,7 +126,8 @@ def relative_residual(
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
 ) -> torch.Tensor:
-    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of ``domain``).
+    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of ``domain``), ``R``
+    the :func:`step_residual` of the fields completed by their walls (:func:`walled`).
 
     Args:
         fields, reference: ``(b, C_f, T, X, Y, Z)`` physical fields of one family (all its
@@ -101,8 +141,11 @@ def relative_residual(
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
-    res = fam.residual(extended(fields, domain, halos), params, grid)
-    ref = fam.residual(extended(reference, domain, halos), params, grid)
+    walls = [c.wall for c in fam.channels_for(grid.dim)]
+    res, ref = (
+        step_residual(fam, walled(extended(f, domain, halos), walls, grid.dim, slab), params, grid)
+        for f in (fields, reference)
+    )
     dims = tuple(range(1, res.ndim))
     sums = sum_replicated(torch.stack([res.square().sum(dims), ref.square().sum(dims)]), domain)
     return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
@@ -163,6 +206,18 @@ def family_views(
         trivial = torch.where(predicted, held, inputs)
         params = batch["params"][rows][:, : len(fam.Params.names())]
         out.append((name, rows, fields, trivial, params))
+    return out
+
+
+def walled(fields: torch.Tensor, walls: list[str | None], dim: int, slab: Slab) -> torch.Tensor:
+    """``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` (extended by its halos) with the channels'
+    wall conditions imposed (:func:`~pdeladder.solvers.stencils.with_walls`) on the walls the
+    slab holds (x's only at the global ends: a slab splits x alone), snapshot 0 of a time
+    series, the given initial state, kept as it is."""
+    ends = [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
+    out = stencils.with_walls(fields, walls, dim, ends)
+    if slab.shape[0] > 1 and slab.lo[0] == 0:
+        out = torch.cat([fields[:, :, :1], out[:, :, 1:]], dim=2)
     return out
 
 
