@@ -22,20 +22,23 @@ from pdeladder.trainer.losses.equation import (
 from pdeladder.trainer.training.processor import DataProcessor
 
 
-@pytest.fixture(scope="module")
-def heat_batch():
+def solved_heat(snapshots: int, draws: list[tuple[int, dict]]):
+    """A batch of real 2D heat solves on 17² (one per ``(seed, params)``), its layout and its
+    physical fields ``(B, C, T, X, Y, Z)``."""
     fam = get_family("heat")
-    grid = fam.grid(2, 17, 9)
-    samples = [
-        fam.run(fam.parse_params({"diffusivity": d}), grid, seed=s)
-        for s, d in ((1, 0.005), (2, 0.01))
-    ]
+    grid = fam.grid(2, 17, snapshots)
+    samples = [fam.run(fam.parse_params(p), grid, seed=s) for s, p in draws]
     layout = SlotLayout.for_families(["heat"], [2])
     fields = np.stack([s.fields for s in samples])
     params = np.stack([s.params.vector() for s in samples])
     layout.set_normalisation({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
     batch = make_batch(layout, "heat", grid, fields, params, solved=True)
-    return batch, layout, DataProcessor(layout).fields(batch)  # truth (B, C, T, X, Y, Z)
+    return batch, layout, DataProcessor(layout).fields(batch)
+
+
+@pytest.fixture(scope="module")
+def heat_batch():
+    return solved_heat(9, [(1, {"diffusivity": 0.005}), (2, {"diffusivity": 0.01})])
 
 
 def test_trapezoid_weights_integrate_linear_functions_exactly():
@@ -215,19 +218,10 @@ def _minimised(views, grid, residual) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def smooth_heat_batch():
-    """Heat on 17², 9 snapshots, initial states that the grid resolves (length scale 0.3)."""
-    fam = get_family("heat")
-    grid = fam.grid(2, 17, 11)
-    samples = [
-        fam.run(fam.parse_params({"diffusivity": d, "ic_length_scale": 0.3}), grid, seed=s)
-        for s, d in ((1, 0.01), (2, 0.05))
-    ]
-    layout = SlotLayout.for_families(["heat"], [2])
-    fields = np.stack([s.fields for s in samples])
-    params = np.stack([s.params.vector() for s in samples])
-    layout.set_normalisation({"heat": {"u": (float(fields.mean()), float(fields.std()))}})
-    batch = make_batch(layout, "heat", grid, fields, params, solved=True)
-    return batch, layout, DataProcessor(layout).fields(batch)
+    """11 snapshots of initial states that the grid resolves (length scale 0.3)."""
+    return solved_heat(
+        11, [(s, {"diffusivity": d, "ic_length_scale": 0.3}) for s, d in ((1, 0.01), (2, 0.05))]
+    )
 
 
 def test_the_residual_determines_the_solution(smooth_heat_batch):
