@@ -84,34 +84,56 @@ def broadcast_param(params: torch.Tensor, index: int, like: torch.Tensor) -> tor
 def with_walls(
     f: torch.Tensor,
     walls: list[str | None],
+    odd: list[list[bool]],
     dim: int,
     ends: list[tuple[bool, bool]] | None = None,
 ) -> torch.Tensor:
-    """``f`` ``(B, C, T, X, Y, Z)`` with each channel's wall condition imposed on the box's walls
-    (:attr:`~pdeladder.solvers.family.Channel.wall`): ``"zero"`` sets the wall points to 0;
-    ``"no_flux"`` sets them so that the second-order one-sided normal derivative vanishes,
-    ``f_0 = (4 f_1 - f_2) / 3``; ``None`` leaves the channel as it is.
+    """``f`` ``(B, C, T, X, Y, Z)`` completed by its channels' wall conditions
+    (:attr:`~pdeladder.solvers.family.Channel.wall`, one entry per channel), so that a centred
+    residual on the result holds the solution's equations on every point it is posed at:
 
-    ``walls``: one entry per channel. ``ends``: per active axis, whether ``f`` holds its low and
-    high wall (a slab of the global grid holds an axis's walls only where it reaches its ends;
-    default: every wall). Axes are imposed in order, so an edge takes the last axis's rule.
+    - ``"zero"`` (Dirichlet): the wall points set to 0; a residual is posed inside them;
+    - ``"no_flux"`` (Neumann): one mirrored plane ``f_{-1} = f_1`` past each wall, the
+      finite-difference form of the natural condition, so that the residual is posed on the
+      walls too (the grid grows by 2 points along each active axis it holds walls of). Every
+      channel is then mirrored (:func:`mirrored`), evenly but where ``odd[a][c]``: a vector's
+      component along axis ``a``, which is 0 on that axis's walls.
+
+    ``ends``: per active axis, whether ``f`` holds its low and high wall (a slab of the global
+    grid holds an axis's walls only where it reaches its ends; default: every wall).
     """
+    ends = ends or [(True, True)] * dim
     out = f.clone()
     for a in range(dim):
         axis = f.ndim - 3 + a
-        n = f.shape[axis]
-        for side, (wall, first, second) in enumerate(((0, 1, 2), (n - 1, n - 2, n - 3))):
-            if ends is not None and not ends[a][side]:
-                continue
+        for side, held in enumerate(ends[a]):
             for c, kind in enumerate(walls):
-                if kind is None:
-                    continue
-                if n < 3:
-                    raise ValueError(f"a wall condition needs 3 points along axis {a}, got {n}")
-                plane = out[:, c].select(axis - 1, wall)  # a view: assigning to it writes out
-                if kind == "zero":
-                    plane.zero_()
-                else:
-                    near, next_ = (out[:, c].select(axis - 1, i) for i in (first, second))
-                    plane.copy_((4 * near - next_) / 3)
-    return out
+                if held and kind == "zero":
+                    out[:, c].select(axis - 1, -side).zero_()  # a view: this writes out
+    return mirrored(out, odd, dim, ends) if "no_flux" in walls else out
+
+
+def mirrored(
+    f: torch.Tensor,
+    odd: list[list[bool]],
+    dim: int,
+    ends: list[tuple[bool, bool]] | None = None,
+) -> torch.Tensor:
+    """``f`` ``(B, C, T, X, Y, Z)`` with one plane ``±f_1`` before each low wall and
+    ``±f_{n-2}`` after each high wall it holds (``ends`` as :func:`with_walls`): ``odd[a][c]``
+    flips channel ``c``'s sign along axis ``a``."""
+    ends = ends or [(True, True)] * dim
+    for a in range(dim):
+        axis = f.ndim - 3 + a
+        n = f.shape[axis]
+        if n < 2:
+            raise ValueError(f"a mirrored wall needs 2 points along axis {a}, got {n}")
+        sign = torch.tensor([-1.0 if o else 1.0 for o in odd[a]], dtype=f.dtype, device=f.device)
+        sign = sign.reshape(1, -1, *([1] * (f.ndim - 2)))
+        parts = [f]
+        if ends[a][0]:
+            parts.insert(0, sign * f.narrow(axis, 1, 1))
+        if ends[a][1]:
+            parts.append(sign * f.narrow(axis, n - 2, 1))
+        f = torch.cat(parts, dim=axis)
+    return f

@@ -2,7 +2,7 @@
 
 The residual must determine the solution, not only vanish on it. Given the initial state, the
 trajectory that minimises the families' centred residual on the prediction as it is lies
-44-102 % (nRMSE) from the solver's data on 17² heat, Burgers and advection–diffusion, 5-18 %
+44-102 % (nRMSE) from the solver's data on 17² heat, Burgers and advection–diffusion, 3-16 %
 with the two changes below (docs/trainer.md, "The residual that determines the solution"):
 
 - **one equation per snapshot interval**: :func:`step_residual`, the implicit midpoint rule
@@ -12,8 +12,8 @@ with the two changes below (docs/trainer.md, "The residual that determines the s
   equation fewer than unknown snapshots: it leaves the odd snapshots free (leapfrog's
   computational mode);
 - **the walls**: the residual sees interior points only, so the prediction enters it completed
-  by every channel's wall condition (:func:`walled`; its snapshot 0, the given initial state,
-  as it is).
+  by every channel's wall condition (:func:`walled`): zero walls set to 0 (its snapshot 0, the
+  given initial state, as it is), no-flux walls mirrored and posed as equations too.
 
 The residual is made dimensionless by that of the *trivial* prediction, the initial state held
 constant in time (zero output for steady problems, where the coefficients alone drive the
@@ -77,12 +77,14 @@ def step_residual(fam: Family, fields: torch.Tensor, params: torch.Tensor, grid)
     return fam.residual(refined, params, half)[:, :, ::2]
 
 
-def residual_shape(fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid) -> torch.Size:
-    """Shape ``(1, R, T', X', Y', Z')`` of ``fam``'s :func:`step_residual` on fields of
-    ``shape`` ``(1, C_f, T, X, Y, Z)``, found on the meta device (nothing is computed or
-    allocated)."""
-    probe = torch.empty(shape, device="meta")
-    return step_residual(fam, probe, params[:1].to("meta"), grid).shape
+def residual_shapes(
+    fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid
+) -> tuple[torch.Size, torch.Size]:
+    """Shapes of fields of ``shape`` ``(1, C_f, T, X, Y, Z)`` completed by their walls
+    (:func:`walled`) and of ``fam``'s :func:`step_residual` on them ``(1, R, T', X', Y', Z')``,
+    found on the meta device (nothing is computed or allocated)."""
+    probe = walled(fam, torch.empty(shape, device="meta"), grid.dim, Slab.whole(shape[2:]))
+    return probe.shape, step_residual(fam, probe, params[:1].to("meta"), grid).shape
 
 
 def _halos(
@@ -92,13 +94,13 @@ def _halos(
     and the number of residual points per sample on the global grid.
 
     In space the residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points
-    at each end of an axis that its stencils reach ``r`` points along. In time
+    at each end of an axis that its stencils reach ``r`` points along, of the fields completed
+    by their walls (a no-flux wall's mirrored plane among them). In time
     (:func:`step_residual`) row ``k`` needs snapshots ``k`` and ``k + 1``: the last snapshot
     starts no interval, and a time slab needs the next one's first. The residual's shape on the
     global grid tells both.
     """
-    glob = (1, fields.shape[1], *slab.shape)
-    out = residual_shape(fam, glob, params, grid)
+    glob, out = residual_shapes(fam, (1, fields.shape[1], *slab.shape), params, grid)
     halos = {}
     for axis, dim in FIELD_DIMS.items():
         drop, a = glob[dim] - out[dim], 0 if axis == "t" else 1
@@ -142,9 +144,8 @@ def relative_residual(
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
-    walls = [c.wall for c in fam.channels_for(grid.dim)]
     res, ref = (
-        step_residual(fam, walled(extended(f, domain, halos), walls, grid.dim, slab), params, grid)
+        step_residual(fam, walled(fam, extended(f, domain, halos), grid.dim, slab), params, grid)
         for f in (fields, reference)
     )
     dims = tuple(range(1, res.ndim))
@@ -210,14 +211,18 @@ def family_views(
     return out
 
 
-def walled(fields: torch.Tensor, walls: list[str | None], dim: int, slab: Slab) -> torch.Tensor:
-    """``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` (extended by its halos) with the channels'
-    wall conditions imposed (:func:`~pdeladder.solvers.stencils.with_walls`) on the walls the
-    slab holds (x's only at the global ends: a slab splits x alone), snapshot 0 of a time
-    series, the given initial state, kept as it is."""
+def walled(fam: Family, fields: torch.Tensor, dim: int, slab: Slab) -> torch.Tensor:
+    """``fields`` ``(b, C_f, T, X, Y, Z)`` of ``fam`` on ``slab`` (extended by its halos)
+    completed by the channels' wall conditions (:func:`~pdeladder.solvers.stencils.with_walls`)
+    on the walls the slab holds (x's only at the global ends: a slab splits x alone); snapshot 0
+    of a time series, the given initial state, is not set."""
+    channels = fam.channels_for(dim)
+    walls = [c.wall for c in channels]
+    along = {name: v.index(name) for v in fam.vectors for name in v}
+    odd = [[along.get(c.name) == a for c in channels] for a in range(dim)]
     ends = [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
-    out = stencils.with_walls(fields, walls, dim, ends)
-    if slab.shape[0] > 1 and slab.lo[0] == 0:
+    out = stencils.with_walls(fields, walls, odd, dim, ends)
+    if slab.shape[0] > 1 and slab.lo[0] == 0 and "zero" in walls:
         out = torch.cat([fields[:, :, :1], out[:, :, 1:]], dim=2)
     return out
 
