@@ -114,15 +114,11 @@ def with_walls(
 
 
 def mirrored(
-    f: torch.Tensor,
-    odd: list[list[bool]],
-    dim: int,
-    ends: list[tuple[bool, bool]] | None = None,
+    f: torch.Tensor, odd: list[list[bool]], dim: int, ends: list[tuple[bool, bool]]
 ) -> torch.Tensor:
     """``f`` ``(B, C, T, X, Y, Z)`` with one plane ``±f_1`` before each low wall and
     ``±f_{n-2}`` after each high wall it holds (``ends`` as :func:`with_walls`): ``odd[a][c]``
     flips channel ``c``'s sign along axis ``a``."""
-    ends = ends or [(True, True)] * dim
     for a in range(dim):
         axis = f.ndim - 3 + a
         n = f.shape[axis]
