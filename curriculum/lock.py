@@ -8,6 +8,12 @@ a heartbeat the owner refreshes while it runs.
 Stale-lock rule: a lock is stale when its owner is on this host and its pid is no longer running,
 or when its heartbeat is older than ``stale_after`` seconds (any host). A stale lock is taken
 over; a live one makes the second run refuse with a message naming the owner.
+
+Takeover: the one process that creates ``<lock>.takeover-<token of the stale record>``
+exclusively removes the stale lock (once it has read the same token there again) and then
+creates its own, exclusively as always; any other process that judged the same record stale
+finds that claim taken, and then the new owner's live lock. A claim whose taker died is stale by
+the same rule and taken over the same way. So two processes never both hold the lock.
 """
 
 import json
@@ -49,14 +55,19 @@ class StageLock:
             "token": self.token,
         }
 
-    def read(self) -> dict[str, Any] | None:
-        """The current lock record, or None when there is none."""
+    def read(self, path: str | None = None) -> dict[str, Any] | None:
+        """The lock record (or the record at ``path``: a takeover claim), None when absent."""
+        path = path or self.path
         try:
-            return json.loads(self.fs.cat_file(self.path))
+            return json.loads(self.fs.cat_file(path))
         except FileNotFoundError:
             return None
-        except ValueError:  # half-written by a writer that died: treat as stale
-            return {"pid": -1, "host": "", "started": 0, "heartbeat": 0, "token": ""}
+        except ValueError:  # being written, or half-written by a writer that died
+            try:
+                written = self.fs.modified(path).timestamp()
+            except FileNotFoundError:
+                return None
+            return {"pid": -1, "host": "", "started": 0, "heartbeat": written, "token": ""}
 
     def is_stale(self, rec: dict[str, Any]) -> bool:
         if time.time() - rec["heartbeat"] > self.stale_after:
@@ -70,26 +81,56 @@ class StageLock:
                 return False
         return False
 
+    def _create(self, path: str) -> bool:
+        """Create ``path`` holding this process's record, exclusively; False if it exists."""
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(json.dumps(self._record()).encode())
+        except FileExistsError:
+            return False
+        return True
+
+    def _take_over(self, path: str, rec: dict[str, Any]) -> bool:
+        """Remove the stale record ``rec`` at ``path`` if this process is its one taker: the
+        creator of its claim (a dead taker's claim taken over first); False if another
+        process is taking it over."""
+        claim = f"{self.path}.takeover-{rec['token']}"
+        if not self._create(claim):
+            held = self.read(claim)
+            if held is None or not self.is_stale(held) or not self._take_over(claim, held):
+                return False
+            if not self._create(claim):
+                return False
+        try:
+            now = self.read(path)
+            if now is not None and now["token"] == rec["token"]:
+                self.fs.rm_file(path)
+        finally:
+            self.fs.rm_file(claim)
+        return True
+
     def acquire(self) -> None:
         self.started = time.time()
-        for _ in range(2):
-            try:
-                with self.fs.open(self.path, "xb") as f:
-                    f.write(json.dumps(self._record()).encode())
+        deadline = time.monotonic() + 10.0  # a taker's claim is held for milliseconds
+        while time.monotonic() < deadline:
+            if self._create(self.path):
                 self.refreshed = time.monotonic()
                 return
-            except FileExistsError:
-                rec = self.read()
-                if rec is None:
-                    continue
-                if not self.is_stale(rec):
-                    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec["started"]))
-                    raise StoreError(
-                        f"stage {self.stage!r} of {self.url} is being materialized by pid "
-                        f"{rec['pid']} on {rec['host']} since {since} (lock {self.path}); wait for "
-                        "it to finish, or delete the lock if that process is gone"
-                    ) from None
-                self.fs.rm_file(self.path)
+            rec = self.read()
+            if rec is None:
+                continue
+            if not rec["token"] and not self.is_stale(rec):  # being written: read it again
+                time.sleep(0.05)
+                continue
+            if not self.is_stale(rec):
+                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec["started"]))
+                raise StoreError(
+                    f"stage {self.stage!r} of {self.url} is being materialized by pid "
+                    f"{rec['pid']} on {rec['host']} since {since} (lock {self.path}); wait for "
+                    "it to finish, or delete the lock if that process is gone"
+                ) from None
+            if not self._take_over(self.path, rec):
+                time.sleep(0.05)  # another process is taking it over: see whom it is then
         raise StoreError(f"{self.url}: could not take the lock {self.path}; retry")
 
     def refresh(self, every: float | None = None) -> None:
