@@ -56,9 +56,7 @@ write goes into a new folder, removed after its timing.
    the wait measurement's group (64 samples), through the group's API vs zarr's reads of the
    arrays that hold them (``RECORDS``).
 
-Run: ``python benchmarks/loader.py`` (short: ``--resolutions 64 --repeats 3``;
-``--format-version 5`` writes the stores in that older format, which pdeladder still writes
-into, to compare formats in one session). The machine's
+Run: ``python benchmarks/loader.py`` (short: ``--resolutions 64 --repeats 3``). The machine's
 load average is printed with the table: absolute speeds on a shared machine vary by 2x between
 runs; ratios taken in one run, with the two sides alternating, vary much less.
 """
@@ -95,8 +93,8 @@ WAIT_COPIES = 4  # the wait measurement streams N * WAIT_COPIES samples (16 batc
 COMPUTE_S = 0.05  # the dummy training step per batch
 CODECS = ("none", DEFAULT_COMPRESSION)
 #: The arrays holding what a loader's catalog reads of every sample (status, checksum,
-#: parameters), by format version: from 6 the checksum and parameters are in the record.
-RECORDS = {5: ("status", "checksum", "params"), 6: ("status", "record")}
+#: parameters): the checksum and parameters are in the record.
+RECORDS = ("status", "record")
 REFERENCE = "crash-safe files"  # one .npy per sample: temporary name, fsync, rename
 NO_SYNC = "files, no fsync"  # the same without the fsync
 
@@ -312,10 +310,9 @@ def measure(samples: list[Sample], tmp: Path) -> dict:
             for mode, norm in (("physical", False), ("normalising", True))
         }
     reread = open_store(str(url)).group(group.path)
-    arrays = RECORDS[min(6, max(5, reread.attrs["format_version"]))]
     out["records"] = best_times(
         timed(lambda: [reread.checksums(reread.status()), reread.params()]),
-        timed(lambda: [reread.array(name)[:] for name in arrays]),
+        timed(lambda: [reread.array(name)[:] for name in RECORDS]),
     )
     return out
 
@@ -357,10 +354,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resolutions", type=int, nargs="+", default=list(RESOLUTIONS))
     parser.add_argument("--repeats", type=int, default=REPEATS, help="timings per side")
-    parser.add_argument("--format-version", type=int, default=fmt.FORMAT_VERSION)
     args = parser.parse_args()
     REPEATS = args.repeats
-    fmt.ROOT_ATTRS = {**fmt.ROOT_ATTRS, "format_version": args.format_version}
     torch.set_num_threads(1)
     console = Console(width=150)
     cache = Path(tempfile.gettempdir()) / "pdeladder-bench-cache"
@@ -372,7 +367,7 @@ def main() -> None:
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     table = Table(
-        title=f"format {args.format_version}, heat {DIM}D, T={SNAPSHOTS}, {N} samples, "
+        title=f"format {fmt.FORMAT_VERSION}, heat {DIM}D, T={SNAPSHOTS}, {N} samples, "
         f"batches of {BATCH}; "
         f"{os.cpu_count()} cores, load average {load}"
     )

@@ -71,7 +71,6 @@ class SampleChunks:
     dtype: np.dtype | None  # little-endian numeric dtype, None for UTF-8 strings
     fill: Any
     compressor: Any
-    separator: str  # of the ``default`` chunk keys
 
     @classmethod
     def of(cls, group_path: str, spec: fmt.ArraySpec) -> "SampleChunks":
@@ -83,7 +82,6 @@ class SampleChunks:
             dtype,
             spec.fill_value,
             numcodec(spec.compression),
-            spec.separator,
         )
 
     @property
@@ -128,7 +126,7 @@ class SampleChunks:
 
     def keys(self, index: int, region: Region | None = None) -> list[str]:
         """The store keys of sample ``index``'s chunks (of ``region``), in C order."""
-        head = f"{self.prefix}/c{self.separator}{index}"
+        head = f"{self.prefix}/c{fmt.KEY_SEPARATOR}{index}"
         return [head + tail for tail in (self._tails if region is None else self._ends(region))]
 
     @cached_property
@@ -138,7 +136,7 @@ class SampleChunks:
         return self._ends(self.whole)
 
     def _ends(self, region: Region) -> list[str]:
-        sep = self.separator
+        sep = fmt.KEY_SEPARATOR
         if not self.shape:
             return [""]
         return [sep + sep.join(map(str, block)) for block in itertools.product(*region)]

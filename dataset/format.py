@@ -11,7 +11,7 @@ family's code.
 import itertools
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,17 +26,14 @@ if TYPE_CHECKING:
     from pdeladder.solvers.grid import Grid
 
 FORMAT_NAME = "pdeladder"
+#: The one version this code reads and writes. A store or group of any other is refused
+#: (:func:`check_version`): no store of an older version exists outside pdeladder's own history,
+#: so none is read or converted (``docs/format.md``, Versions).
 FORMAT_VERSION = 7
-#: Versions this code reads (and writes samples into). Version 6 kept one more solver
-#: statistic (see :func:`solver_stats`); version 5 kept a sample's parameters,
-#: seed and statistics in arrays of their own and a checksum and moments per chunk even for a
-#: one-chunk sample (see :func:`recorded`); version 4 kept one checksum and one set of moments
-#: per sample and never split ``x`` (see :func:`split_x`); version 3 also differs in
-#: its chunk keys (``/`` as separator, see :func:`key_separator`); version 2 checksummed with
-#: CRC-32 (zlib), version 1 also kept one array per solver statistic (``stats_<name>``).
-OLDEST_READABLE_VERSION = 3
+#: How a store of an older version is replaced: regenerated from its curriculum.
+REGENERATE = "pdeladder curriculum materialize"
 
-#: Attributes of a store's root (and of every group, with its own version).
+#: Attributes of a store's root (and of every group).
 ROOT_ATTRS = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
 
 #: ``status`` values. A sample is present only if its status is OK.
@@ -59,22 +56,19 @@ COMPRESSIONS: dict[str, tuple[Any, ...]] = {
 }
 DEFAULT_COMPRESSION = "blosc-lz4"
 
+#: The separator of every array's ``default`` chunk keys: each chunk a file of its array's
+#: folder (``fields/c.17.0.0.0.0.0``), not one nested folder per index.
+KEY_SEPARATOR = "."
+
 #: Per-sample solver statistics: name -> (dtype of the value, units, long_name). They are the
-#: columns of one float64 array ``stats (N, S)`` (integers up to 2**53 are exact in float64),
-#: named by the coordinate ``stat``; one array instead of one per statistic keeps a sample's
-#: write to a few chunk writes. A group's own list is :func:`solver_stats`.
+#: ``stats`` field of a sample's record, float64 ``(S,)`` (integers up to 2**53 are exact in
+#: float64), in the order of the coordinate ``stat``.
 SOLVER_STATS: dict[str, tuple[str, str, str]] = {
     "dofs": ("int64", "1", "degrees of freedom of the discrete problem"),
     "steps": ("int64", "1", "time steps taken"),
     "wall_s": ("float64", "s", "wall time of the sample's run"),
     "solve_s": ("float64", "s", "time spent in linear and nonlinear solves"),
     "krylov_iterations": ("int64", "1", "Krylov iterations, summed over all solves"),
-}
-#: Statistics groups of earlier versions store after :data:`SOLVER_STATS`: name -> (the last
-#: version with it, its spec). Written into such a group as 0, the value it always had (every
-#: family's scheme is linearised: no Newton iterations).
-RETIRED_STATS: dict[str, tuple[int, tuple[str, str, str]]] = {
-    "nonlinear_iterations": (6, ("int64", "1", "Newton iterations, summed over all solves")),
 }
 
 #: Attributes every group carries (``verify`` checks their presence and types).
@@ -95,18 +89,16 @@ GROUP_ATTRS: dict[str, type | tuple[type, ...]] = {
     "parameters": list,
     "n_samples": (int, type(None)),
     "chunk_time": int,
-    "chunk_x": int,  # from version 5 on
+    "chunk_x": int,
     "compression": str,
     "software": dict,
 }
-#: Attributes a group of an older version does not carry: name -> first version with it.
-SINCE_VERSION = {"chunk_x": 5}
 #: Attributes that change as samples land; not part of a group's identity.
 MUTABLE_ATTRS = ("software", "normalization")
 #: How a group stores its samples, fixed when it is created: not part of its identity either,
-#: so a group made by an earlier pdeladder (another version, codec or time chunking) is
-#: re-opened and written as it was made (readers and writers follow the group's attributes).
-STORAGE_ATTRS = ("format_version", "compression", "chunk_time", "chunk_x")
+#: so a group made with another codec or chunking is re-opened and written as it was made
+#: (readers and writers follow the group's attributes).
+STORAGE_ATTRS = ("compression", "chunk_time", "chunk_x")
 
 
 @dataclass(frozen=True)
@@ -121,7 +113,6 @@ class ArraySpec:
     attrs: dict[str, Any] = field(default_factory=dict)
     fill_value: Any = 0
     compression: str = "none"
-    separator: str = "."  # of the ``default`` chunk keys: ``c.i.j`` (or ``c/i/j``)
 
     @property
     def per_sample(self) -> bool:
@@ -156,9 +147,8 @@ def chunking(snapshots: int, channels: int, shape: tuple[int, int, int]) -> tupl
 
 
 def field_chunks(meta: dict[str, Any]) -> tuple[int, int]:
-    """``(chunk_time, chunk_x)`` of a group (``chunk_x`` is ``X`` before version 5)."""
-    X = spatial_shape(meta)[0]
-    return meta["chunk_time"], meta["chunk_x"] if split_x(meta) else X
+    """``(chunk_time, chunk_x)`` of a group."""
+    return meta["chunk_time"], meta["chunk_x"]
 
 
 def field_blocks(meta: dict[str, Any]) -> tuple[int, int]:
@@ -167,53 +157,24 @@ def field_blocks(meta: dict[str, Any]) -> tuple[int, int]:
     return -(-meta["snapshots"] // ct), -(-spatial_shape(meta)[0] // cx)
 
 
-def _version(meta: dict[str, Any]) -> int:
-    return meta.get("format_version", FORMAT_VERSION)
-
-
-def split_x(meta: dict[str, Any]) -> bool:
-    """Whether a group's ``fields`` chunks may split x (``chunk_x``, version 5 on)."""
-    return _version(meta) >= 5
-
-
-def recorded(meta: dict[str, Any]) -> bool:
-    """Whether a group keeps a sample's seed, parameters, statistics, checksum and moments in
-    one ``record`` (version 6 on) rather than in an array each."""
-    return _version(meta) >= 6
-
-
-def solver_stats(meta: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
-    """The solver statistics a group stores, in order (the coordinate ``stat``):
-    :data:`SOLVER_STATS`, then the :data:`RETIRED_STATS` its version still has."""
-    version = _version(meta)
-    retired = {name: spec for name, (last, spec) in RETIRED_STATS.items() if version <= last}
-    return {**SOLVER_STATS, **retired}
-
-
 def blocked(meta: dict[str, Any]) -> bool:
-    """Whether a group keeps a checksum and moments per ``fields`` chunk: version 5, and from
-    version 6 a group whose samples have more than one chunk (``chunk_checksum``,
-    ``chunk_moments``). Otherwise per sample: arrays up to version 4, the record from 6."""
-    if not recorded(meta):
-        return split_x(meta)
+    """Whether a group's samples have more than one ``fields`` chunk, and so a checksum and
+    moments per chunk (``chunk_checksum``, ``chunk_moments``) beside the sample's in its
+    record."""
     return field_blocks(meta) != (1, 1)
 
 
-def digest_arrays(meta: dict[str, Any]) -> tuple[str, str] | None:
-    """The names of a group's arrays of per-chunk ``(checksum, moments)``, None when it has
-    none (:func:`blocked`)."""
-    if not blocked(meta):
-        return None
-    return ("chunk_checksum", "chunk_moments") if recorded(meta) else ("checksum", "moments")
+#: The arrays of per-chunk ``(checksum, moments)`` of a :func:`blocked` group.
+DIGEST_ARRAYS = ("chunk_checksum", "chunk_moments")
 
 
 def record_fields(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fields of a sample ``record`` (version 6 on), in order, packed little-endian, no
+    """The fields of a sample ``record``, in order, packed little-endian, no
     padding (every float64 at a multiple of 8 bytes): ``name``, numpy ``dtype``, ``shape``,
     byte ``offset``, ``long_name``, and the ``dims`` of its shape (the group's coordinate
     names: a field decoded for every sample is an array of dims ``("sample", *dims)``). A
     record never written reads as bytes 0xFF: NaN floats, seed -1, checksum 0xFFFFFFFF."""
-    P, S, C = len(meta["parameters"]), len(solver_stats(meta)), len(meta["channels"])
+    P, S, C = len(meta["parameters"]), len(SOLVER_STATS), len(meta["channels"])
     fields = [
         ("seed", "<i8", (), (), "random seed"),
         (
@@ -279,32 +240,25 @@ def slabs(n: int, chunk: int, k: int) -> list[tuple[int, int]]:
 
 
 def check_version(attrs: dict[str, Any], where: str) -> None:
-    """Refuse stores of another format, or of a version this code does not read."""
+    """Refuse a store or group of another format, or of any version but :data:`FORMAT_VERSION`,
+    in one line that says what to do."""
     if attrs.get("format") != FORMAT_NAME:
         raise FormatError(
             f"{where}: not a pdeladder store (attribute format={attrs.get('format')!r})"
         )
     version = attrs.get("format_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise FormatError(f"{where}: unknown format version {version!r}")
-    if version < OLDEST_READABLE_VERSION:
+    if version < FORMAT_VERSION:
         raise FormatError(
-            f"{where}: format version {version} is older than this pdeladder reads "
-            f"({OLDEST_READABLE_VERSION}..{FORMAT_VERSION}); regenerate the store"
+            f"{where}: format version {version} was written by an older pdeladder; this one "
+            f"reads only version {FORMAT_VERSION}: regenerate the store with `{REGENERATE}`"
         )
     if version > FORMAT_VERSION:
         raise FormatError(
             f"{where}: format version {version} is newer than this pdeladder reads "
             f"({FORMAT_VERSION}); upgrade pdeladder"
         )
-
-
-def key_separator(version: int) -> str:
-    """The separator of a group's ``default`` chunk keys: ``.`` from version 4 on, so that
-    every chunk of an array is a file in the array's folder (``fields/c.17.0.0.0.0.0``), not
-    one nested folder per index (``fields/c/17/0/0/0/0/0``: seven folders per sample to
-    create, which cost more than writing a small sample's bytes)."""
-    return "/" if version < 4 else "."
 
 
 def group_metadata(
@@ -382,8 +336,7 @@ def identity(meta: dict[str, Any]) -> dict[str, Any]:
 def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     """The arrays of a group with attributes ``meta`` holding ``n`` samples, coordinates first."""
     T, C, P = meta["snapshots"], len(meta["channels"]), len(meta["parameters"])
-    stats = solver_stats(meta)
-    S = len(stats)
+    S = len(SOLVER_STATS)
     X, Y, Z = spatial_shape(meta)
     (ct, cx), (BT, BX) = field_chunks(meta), field_blocks(meta)
     chan_units = [c["units"] for c in meta["channels"]]
@@ -436,50 +389,8 @@ def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
         {"long_name": "solver provenance (JSON): element, time step, mesh, solver"},
         "",
     )
-    if recorded(meta):
-        names = digest_arrays(meta)
-        digests = _block_digests(n, C, BT, BX, names) if names else []
-        per_sample = [fields, status, reason, _record(meta, n), provenance, *digests]
-    else:
-        per_sample = [
-            fields,
-            ArraySpec(
-                "params",
-                (n, P),
-                ("sample", "parameter"),
-                "float64",
-                (1, P),
-                {
-                    "long_name": "family parameters",
-                    "units": [p["units"] for p in meta["parameters"]],
-                },
-                float("nan"),
-            ),
-            ArraySpec("seed", (n,), ("sample",), "int64", (1,), {"long_name": "random seed"}),
-            status,
-            reason,
-            *(
-                _block_digests(n, C, BT, BX, ("checksum", "moments"))
-                if blocked(meta)
-                else _sample_digests(n, C)
-            ),
-            provenance,
-            ArraySpec(
-                "stats",
-                (n, S),
-                ("sample", "stat"),
-                "float64",
-                (1, S),
-                {
-                    "long_name": "solver statistics",
-                    "units": [units for _, units, _ in stats.values()],
-                    "stat_long_names": [long for _, _, long in stats.values()],
-                },
-                float("nan"),
-            ),
-        ]
-    sep = key_separator(meta.get("format_version", FORMAT_VERSION))
-    return [replace(spec, separator=sep) for spec in coords + per_sample]
+    digests = _block_digests(n, C, BT, BX) if blocked(meta) else []
+    return [*coords, fields, status, reason, _record(meta, n), provenance, *digests]
 
 
 _CRC = "CRC-32C of {} fields as float32 little-endian C-order bytes"
@@ -490,10 +401,10 @@ RECORD_FILL = 0xFF
 
 
 def _record(meta: dict[str, Any], n: int) -> ArraySpec:
-    """From version 6: one fixed-width record per sample, written at its commit (seed,
-    parameters, statistics, checksum, moments: :func:`record_fields`), one chunk each."""
+    """One fixed-width record per sample, written at its commit (seed, parameters,
+    statistics, checksum, moments: :func:`record_fields`), one chunk each."""
     R = record_dtype(meta).itemsize
-    stats = list(solver_stats(meta).values())
+    stats = list(SOLVER_STATS.values())
     attrs = {
         "long_name": "sample record: seed, parameters, solver statistics, checksum, moments",
         "record_fields": record_fields(meta),
@@ -506,36 +417,13 @@ def _record(meta: dict[str, Any], n: int) -> ArraySpec:
     )
 
 
-def _sample_digests(n: int, C: int) -> list[ArraySpec]:
-    """Versions 3 and 4: one checksum and one set of moments per sample."""
+def _block_digests(n: int, C: int, BT: int, BX: int) -> list[ArraySpec]:
+    """A checksum and moments per ``fields`` chunk (time block, x block), one chunk of them per
+    x block of a sample, so that whoever writes an x slab of a sample writes its digests too
+    and no chunk has two writers (:data:`DIGEST_ARRAYS`)."""
     return [
         ArraySpec(
-            "checksum",
-            (n,),
-            ("sample",),
-            "uint32",
-            (1,),
-            {"long_name": _CRC.format("the sample's")},
-        ),
-        ArraySpec(
-            "moments",
-            (n, C, 3),
-            ("sample", "channel", "moment"),
-            "float64",
-            (1, C, 3),
-            {"long_name": _MOMENTS.format("the sample's")},
-            float("nan"),
-        ),
-    ]
-
-
-def _block_digests(n: int, C: int, BT: int, BX: int, names: tuple[str, str]) -> list[ArraySpec]:
-    """From version 5: a checksum and moments per ``fields`` chunk (time block, x block), one
-    chunk of them per x block of a sample, so that whoever writes an x slab of a sample writes
-    its digests too and no chunk has two writers (``names``: :func:`digest_arrays`)."""
-    return [
-        ArraySpec(
-            names[0],
+            DIGEST_ARRAYS[0],
             (n, BT, BX),
             ("sample", "t_block", "x_block"),
             "uint32",
@@ -543,7 +431,7 @@ def _block_digests(n: int, C: int, BT: int, BX: int, names: tuple[str, str]) -> 
             {"long_name": _CRC.format("each chunk's (without padding)")},
         ),
         ArraySpec(
-            names[1],
+            DIGEST_ARRAYS[1],
             (n, BT, BX, C, 3),
             ("sample", "t_block", "x_block", "channel", "moment"),
             "float64",
@@ -562,5 +450,5 @@ def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:
         out[name] = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
     out["channel"] = np.array([c["name"] for c in meta["channels"]], dtype=object)
     out["parameter"] = np.array([p["name"] for p in meta["parameters"]], dtype=object)
-    out["stat"] = np.array(list(solver_stats(meta)), dtype=object)
+    out["stat"] = np.array(list(SOLVER_STATS), dtype=object)
     return out

@@ -106,23 +106,12 @@ class Group:
 
     # -- reading -------------------------------------------------------------------------------
 
-    @property
-    def blocked(self) -> bool:
-        """Whether this group keeps a checksum and moments per ``fields`` chunk
-        (:func:`format.blocked`: version 5, and multi-chunk samples from version 6)."""
-        return fmt.blocked(self.attrs)
-
-    @property
-    def recorded(self) -> bool:
-        """Whether this group keeps a sample's seed, parameters, statistics, checksum and
-        moments in one ``record`` (version 6 on)."""
-        return fmt.recorded(self.attrs)
-
     @cached_property
-    def digest_arrays(self) -> tuple[str, str] | None:
-        """Names of the arrays of per-chunk ``(checksum, moments)``, None where the group
-        keeps them per sample (:func:`format.digest_arrays`)."""
-        return fmt.digest_arrays(self.attrs)
+    def blocked(self) -> bool:
+        """Whether this group's samples have several ``fields`` chunks, and so a checksum and
+        moments per chunk (``chunk_checksum``, ``chunk_moments``) beside the sample's in its
+        record (:func:`format.blocked`)."""
+        return fmt.blocked(self.attrs)
 
     def status(self) -> np.ndarray:
         """``(N,)`` uint8: MISSING (0), OK (1) or FAILED (2) per sample."""
@@ -131,26 +120,20 @@ class Group:
     def checksums(self, status: np.ndarray | None = None) -> np.ndarray:
         """``(N,)`` uint32: each ok sample's checksum as :func:`read_samples` checks a whole
         sample against it (0 where not ok; only ok samples' records are read): the CRC-32C of
-        its fields, or of its chunks' checksums when it has several (:func:`sample_checksum`;
-        version 5 stores those, version 6 the result in the record). ``status``: the group's
-        :meth:`status`, when the caller has read it already."""
+        its fields, or of its chunks' checksums when it has several (:func:`sample_checksum`),
+        as its record holds it. ``status``: the group's :meth:`status`, when the caller has
+        read it already."""
         ok = (self.status() if status is None else status) == OK
-        stored = self.column("checksum", where=ok)
-        if stored.ndim == 1:
-            return np.where(ok, stored, 0).astype(np.uint32)
-        out = np.zeros(len(stored), np.uint32)
-        for i in np.flatnonzero(ok):
-            out[i] = sample_checksum(stored[i])
-        return out
+        return np.where(ok, self.column("checksum", where=ok), 0).astype(np.uint32)
 
     def params(self) -> np.ndarray:
         """``(N, P)`` float64 parameter vectors (NaN where never written)."""
         return self.column("params")
 
     def column(self, name: str, where: np.ndarray | None = None) -> np.ndarray:
-        """Every sample's value of the per-sample record array ``name`` (all but ``fields``),
-        or from version 6 of the ``record`` field ``name`` (``seed``, ``params``, ``stats``,
-        ``checksum``, ``moments``), ``(N, ...)`` as zarr would return it: the fill value
+        """Every sample's value of the per-sample array ``name`` (all but ``fields``), or of
+        the ``record`` field ``name`` (``seed``, ``params``, ``stats``, ``checksum``,
+        ``moments``), ``(N, ...)`` as zarr would return it: the fill value
         where a sample never wrote it (a record's: NaN, seed -1), and where ``where``
         (``(N,)`` bool) is False, whose chunks are not read at all (a reader trusts nothing
         of a sample whose status is not ok: ``where=status == OK``).
@@ -209,10 +192,10 @@ class Group:
             "stats": {
                 k: int(v) if dtype.startswith("int") and np.isfinite(v) else float(v)
                 for (k, (dtype, _, _)), v in zip(
-                    fmt.solver_stats(self.attrs).items(), np.asarray(stats).tolist(), strict=True
+                    fmt.SOLVER_STATS.items(), np.asarray(stats).tolist(), strict=True
                 )
             },
-            "checksum": self._sample_checksum(crc),
+            "checksum": int(crc),
         }
         out["provenance"] = json.loads(prov) if prov else {}
         return out
@@ -226,7 +209,7 @@ class Group:
         self._check_index(index)
         status, crc, reason = self._records(index, "status", "checksum", "reason")
         self._check_ok(index, int(status), reason)
-        return self.read_fields(index, self._sample_checksum(crc))
+        return self.read_fields(index, int(crc))
 
     def read_fields(self, index: int, expected_checksum: int) -> np.ndarray:
         """Read sample ``index``'s fields and check them against ``expected_checksum`` (one of
@@ -239,13 +222,13 @@ class Group:
         for ``axis="t"``, ``(T, C, hi - lo, Y, Z)`` for ``axis="x"``; C-contiguous, writable,
         shared with nothing. What a domain rank reads instead of the whole sample.
 
-        From version 5 on it reads the sample's status, the checksum chunks of the x blocks
-        it touches and only the ``fields`` chunks that intersect the slab: the slab's rows
-        plus at most one partial chunk at either end (none when ``lo`` and ``hi`` are chunk
-        boundaries, as :func:`format.slabs` cuts them); each chunk read is checked against
-        its own checksum. Version 3 and 4 groups keep one checksum per sample, so there the
-        whole sample is read and checked, then cut. Raises StoreError naming the sample
-        unless its status is ok and every chunk read matches its checksum.
+        A sample of several chunks: it reads the sample's status, the checksum chunks of the
+        x blocks it touches and only the ``fields`` chunks that intersect the slab: the slab's
+        rows plus at most one partial chunk at either end (none when ``lo`` and ``hi`` are
+        chunk boundaries, as :func:`format.slabs` cuts them); each chunk read is checked
+        against its own checksum. A one-chunk sample is read whole and checked, then cut.
+        Raises StoreError naming the sample unless its status is ok and every chunk read
+        matches its checksum.
         """
         self._check_index(index)
         if axis not in ("t", "x"):
@@ -260,7 +243,7 @@ class Group:
             rows[a] = slice(lo, hi)
             return np.array(self.read(index)[tuple(rows)])
         region = spec.along(a, range(lo // c, -(-hi // c)))
-        sums = self.chunks[self.digest_arrays[0]]
+        sums = self.chunks[fmt.DIGEST_ARRAYS[0]]
         sum_region = sums.along(1, region[2])
         sum_keys = sums.keys(index, sum_region)
         keys = [*self.chunks["status"].keys(index), *sum_keys, *spec.keys(index, region)]
@@ -285,9 +268,9 @@ class Group:
         return np.ascontiguousarray(data[tuple(rows)])
 
     def digest(self, fields: np.ndarray, region: Region | None = None) -> tuple[Any, np.ndarray]:
-        """The checksum and moments of ``fields`` as this group stores them. Up to version 4:
-        the sample's CRC-32C (int) and ``(C, 3)`` moments. From version 5: those of each chunk
-        of ``region`` (default the whole sample; ``fields`` its values, shaped as its
+        """The checksum and moments of ``fields`` as this group stores them. A one-chunk
+        sample: its CRC-32C (int) and ``(C, 3)`` moments. A :attr:`blocked` one: those of each
+        chunk of ``region`` (default the whole sample; ``fields`` its values, shaped as its
         ``extent``), ``(BT', BX')`` uint32 and ``(BT', BX', C, 3)`` float64, each over the
         chunk's values without padding."""
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf show in the moments
@@ -306,16 +289,8 @@ class Group:
         parts (its chunks where the group keeps moments per chunk, ``K = BT * BX``; the whole
         sample otherwise, ``K = 1``), which merge into the sample's (:func:`merge_moments`).
         ``where``: as for :meth:`column`."""
-        names = self.digest_arrays
-        stored = self.column(names[1] if names else "moments", where=where)
+        stored = self.column(fmt.DIGEST_ARRAYS[1] if self.blocked else "moments", where=where)
         return stored.reshape(len(stored), -1, *stored.shape[-2:])
-
-    def _sample_checksum(self, record: Any) -> int:
-        """The checksum of a whole sample (see :meth:`checksums`) from its checksum record
-        (per chunk in version 5, the sample's in the others)."""
-        if self.digest_arrays != ("checksum", "moments"):
-            return int(record)
-        return sample_checksum(np.broadcast_to(record, self.chunks["checksum"].shape))
 
     def _check_ok(self, index: int, status: int, reason: Any) -> None:
         if status != OK:
@@ -339,22 +314,21 @@ class Group:
     @cached_property
     def _field_blocks(self) -> list[tuple[slice, ...]]:
         """The chunks of a sample whose checksums :meth:`checksums` combines: each ``fields``
-        chunk from version 5 on, the whole sample before."""
-        spec = self.chunks["fields"]
-        return spec.block_slices() if self.blocked else [spec.extent()]
+        chunk (one for most samples)."""
+        return self.chunks["fields"].block_slices()
 
     @property
     def _zstore(self) -> Any:
         return self.node.store
 
     @cached_property
-    def _record_dtype(self) -> np.dtype | None:
-        return fmt.record_dtype(self.attrs) if self.recorded else None
+    def _record_dtype(self) -> np.dtype:
+        return fmt.record_dtype(self.attrs)
 
     @cached_property
     def _record_names(self) -> frozenset[str]:
-        """The names :meth:`column` and :meth:`_records` take from ``record`` (version 6 on)."""
-        return frozenset(self._record_dtype.names) if self.recorded else frozenset()
+        """The names :meth:`column` and :meth:`_records` take from ``record``."""
+        return frozenset(self._record_dtype.names)
 
     def _records(self, index: int, *names: str) -> list[Any]:
         """Sample ``index``'s values of the per-sample record arrays (or ``record`` fields)
@@ -436,7 +410,7 @@ class Group:
 
     def _verified(self, index: int, data: np.ndarray, expected_checksum: int) -> np.ndarray:
         parts = self._field_blocks
-        if len(parts) == 1:  # one chunk (every version before 5): the CRC of the fields
+        if len(parts) == 1:  # one chunk: the CRC of the fields
             found = checksum(data)
         else:
             found = sample_checksum(np.array([checksum(data[p]) for p in parts], np.uint32))
@@ -474,9 +448,9 @@ class Group:
 
 
 def sample_checksum(chunk_checksums: np.ndarray) -> int:
-    """The checksum of a whole version-5 sample from its chunks' checksums ``(BT, BX)``: the
-    one chunk's (the CRC-32C of the fields, as before version 5) when it has one, else the
-    CRC-32C of them as uint32 little-endian C-order bytes."""
+    """The checksum of a whole sample from its chunks' checksums ``(BT, BX)``: the one chunk's
+    (the CRC-32C of the fields) when it has one, else the CRC-32C of them as uint32
+    little-endian C-order bytes."""
     crcs = np.ascontiguousarray(chunk_checksums, "<u4")
     return int(crcs.reshape(-1)[0]) if crcs.size == 1 else google_crc32c.value(crcs.tobytes())
 

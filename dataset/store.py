@@ -180,8 +180,9 @@ class Store:
         ``n_samples=None`` makes an appendable group; ``n_samples=N`` a fixed one with every
         sample missing. Re-opening with the same configuration is a no-op; a different one
         (family, grid, N, attrs such as ``config_hash``) is a :class:`StoreError`. A group that
-        exists keeps the storage it was made with (``compression``, format version, time
-        chunking: ``format.STORAGE_ATTRS``), whatever ``compression`` says.
+        exists keeps the storage it was made with (``compression`` and chunking:
+        ``format.STORAGE_ATTRS``), whatever ``compression`` says; one of another format
+        version is refused (:func:`format.check_version`).
 
         ``chunk_time`` and ``chunk_x`` (snapshots and x points per ``fields`` chunk) default to
         :func:`format.chunking`'s choice: one chunk per sample unless it is large. Samples
@@ -197,6 +198,7 @@ class Store:
             node = self.root.create_group(path, attributes=meta)
         except (zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayAndGroupError):
             node = self.root[path]
+            fmt.check_version(dict(node.attrs), f"{self.url}::{path}")
             old, new = fmt.identity(dict(node.attrs)), fmt.identity(meta)
             if old != new:
                 keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
@@ -204,7 +206,6 @@ class Store:
                 raise StoreError(
                     f"{self.url}: group {path} exists with another configuration ({diff})"
                 ) from None
-            fmt.check_version(dict(node.attrs), f"{self.url}::{path}")
             meta = dict(node.attrs)  # stored as it was made (fmt.STORAGE_ATTRS)
         except Exception as err:
             raise StoreError(f"{self.url}: cannot create group {path} ({err})") from None
@@ -242,7 +243,7 @@ async def _require_array(
             compressors=fmt.COMPRESSIONS[spec.compression] or None,
             dimension_names=spec.dims,
             attributes=spec.attrs,
-            chunk_key_encoding={"name": "default", "separator": spec.separator},
+            chunk_key_encoding={"name": "default", "separator": fmt.KEY_SEPARATOR},
             config=_ARRAY_CONFIG,
         )
     except (zarr.errors.ContainsArrayError, zarr.errors.ContainsArrayAndGroupError):

@@ -44,10 +44,7 @@ class Problem:
 
 def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
     """The group's attributes: presence and types, version, channel and parameter entries."""
-    version = attrs.get("format_version")
     for name, kind in fmt.GROUP_ATTRS.items():
-        if isinstance(version, int) and version < fmt.SINCE_VERSION.get(name, 0):
-            continue
         if name not in attrs:
             yield f"attribute {name!r} is missing"
         elif not isinstance(attrs[name], kind) or (kind is int and isinstance(attrs[name], bool)):
@@ -113,12 +110,13 @@ def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
 
 def check_encoding(arr: zarr.Array, spec: fmt.ArraySpec) -> Iterator[str]:
     """A per-sample array's chunk keys and codecs are those that
-    :mod:`pdeladder.dataset.chunks` writes and reads: ``default`` keys with the group's
-    separator (``.``; ``/`` before format version 4), then
-    ``bytes`` (little-endian) and the group's compressor, or ``vlen-utf8`` for strings."""
+    :mod:`pdeladder.dataset.chunks` writes and reads: ``default`` keys with ``.`` as
+    separator, then ``bytes`` (little-endian) and the group's compressor, or ``vlen-utf8`` for
+    strings."""
     keys = arr.metadata.chunk_key_encoding.to_dict()
-    if keys != {"name": "default", "configuration": {"separator": spec.separator}}:
-        yield f"{spec.name}: chunk key encoding is {keys}, expected default with {spec.separator!r}"
+    sep = fmt.KEY_SEPARATOR
+    if keys != {"name": "default", "configuration": {"separator": sep}}:
+        yield f"{spec.name}: chunk key encoding is {keys}, expected default with {sep!r}"
     codecs = [c.to_dict() for c in arr.metadata.codecs]
     names = [c["name"] for c in codecs]
     compressors = [c.to_dict()["name"] for c in fmt.COMPRESSIONS[spec.compression]]
@@ -161,8 +159,8 @@ def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
 class Digests:
     """What a group stores about its ok samples' fields, ``(N, ...)`` each: ``checksums``
     (:meth:`Group.checksums`), ``moments`` (:meth:`Group.block_moments`, ``(N, K, C, 3)``),
-    and from version 6, for groups with per-chunk digests, the per-chunk checksums
-    ``chunk_checksums`` ``(N, BT, BX)`` and the record's ``(N, C, 3)`` ``sample_moments``."""
+    and for groups with per-chunk digests the per-chunk checksums ``chunk_checksums``
+    ``(N, BT, BX)`` and the record's ``(N, C, 3)`` ``sample_moments``."""
 
     checksums: np.ndarray
     moments: np.ndarray
@@ -172,19 +170,19 @@ class Digests:
     @classmethod
     def of(cls, group: Group, status: np.ndarray) -> "Digests":
         ok = status == fmt.OK
-        both = group.recorded and group.blocked
+        blocked = group.blocked
         return cls(
             group.checksums(status),
             group.block_moments(where=ok),
-            group.column(group.digest_arrays[0], where=ok) if both else None,
-            group.column("moments", where=ok) if both else None,
+            group.column(fmt.DIGEST_ARRAYS[0], where=ok) if blocked else None,
+            group.column("moments", where=ok) if blocked else None,
         )
 
 
 def check_sample_values(group: Group, index: int, digests: Digests) -> Iterator[str]:
     """One ok sample: readable, matching its checksum, finite, with the moments it stores
-    (per chunk or per sample), and from version 6 with per-chunk checksums and a record that
-    agree with its fields."""
+    (per chunk or per sample), and, for a sample of several chunks, with per-chunk checksums
+    and a record that agree with its fields."""
     try:
         data = group.read_fields(index, int(digests.checksums[index]))
     except StoreError as err:
@@ -255,9 +253,7 @@ _MISSING = {
 
 def _leftovers(group: Group, indices: list[int]) -> list[bool]:
     """Whether each sample left chunks of its fields or digests (an unfinished write)."""
-    names = ["fields", *(["record"] if group.recorded else [])]
-    if group.digest_arrays or not group.recorded:
-        names.append(group.digest_arrays[0] if group.digest_arrays else "checksum")
+    names = ["fields", "record", *([fmt.DIGEST_ARRAYS[0]] if group.blocked else [])]
     keys = [[group.chunks[name].keys(i)[0] for name in names] for i in indices]
     found = iter(chunks.exists(group.node.store, [k for ks in keys for k in ks]))
     return [any([next(found) for _ in ks]) for ks in keys]

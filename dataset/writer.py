@@ -48,11 +48,11 @@ class WritableGroup(Group):
         self._guarded_write(index, lambda: self._write(index, sample))
 
     def write_slab(self, index: int, lo: int, hi: int, fields: np.ndarray) -> None:
-        """Write x rows ``[lo, hi)`` of sample ``index`` (format 5 on): ``fields`` float32
+        """Write x rows ``[lo, hi)`` of sample ``index``: ``fields`` float32
         ``(T, C, hi - lo, Y, Z)``, whole chunks (``lo`` and ``hi`` on chunk boundaries, as
         :func:`format.slabs` cuts them), then those x blocks' checksum and moments chunks (a
-        one-chunk sample of format 6, one slab: its record, with only those), so that a
-        slab's digests are stored only once its fields are. Status is not touched.
+        one-chunk sample, one slab: its record, with only those), so that a slab's digests
+        are stored only once its fields are. Status is not touched.
 
         For K processes that each hold one x slab of a sample: every chunk of a slab, its
         digests included, is written by that slab's process alone. The protocol: one process
@@ -63,7 +63,6 @@ class WritableGroup(Group):
         """
         self._check_writable()
         self._check_index(index)
-        self._check_slabs()
         spec = self.chunks["fields"]
         cx, X = spec.chunks[2], spec.shape[2]
         if not (0 <= lo < hi <= X and lo % cx == 0 and (hi % cx == 0 or hi == X)):
@@ -90,29 +89,20 @@ class WritableGroup(Group):
 
         def put() -> None:
             self._put(index, {"fields": fields}, xblocks)
-            if self.digest_arrays:
+            if self.blocked:
                 self._put(
-                    index, dict(zip(self.digest_arrays, (crcs, moments), strict=True)), xblocks
+                    index, dict(zip(fmt.DIGEST_ARRAYS, (crcs, moments), strict=True)), xblocks
                 )
             else:  # the record holds the digests until commit completes it
                 self._put(index, {"record": self._record_bytes(None, crcs, moments)})
 
         self._guarded_write(index, put)
 
-    def _check_slabs(self) -> None:
-        if not fmt.split_x(self.attrs):
-            raise StoreError(
-                f"{self.where()}: format version {self.attrs['format_version']} keeps one "
-                "checksum per sample; x slabs are written from format 5 on"
-            )
-
     @property
     def _landing(self) -> str:
         """The array whose chunks say that a sample's slabs have landed: its per-chunk
-        checksums, or its record (one-chunk samples of format 6), or its checksum (3, 4)."""
-        if self.digest_arrays:
-            return self.digest_arrays[0]
-        return "record" if self.recorded else "checksum"
+        checksums, or its record (one-chunk samples)."""
+        return fmt.DIGEST_ARRAYS[0] if self.blocked else "record"
 
     def discard(self, index: int) -> None:
         """Set sample ``index`` back to missing, then remove its checksum chunks (its record
@@ -130,8 +120,8 @@ class WritableGroup(Group):
     def commit(self, index: int, sample: Sample) -> None:
         """Record sample ``index`` whose x slabs were written by :meth:`write_slab`: its
         parameters, seed, statistics and provenance from ``sample`` (with ``fields=None``: the
-        fields are the slabs; from format 6 in its record, with the checksum and moments
-        merged from the slabs' digests), then, once those have landed, status ok. Raises
+        fields are the slabs; in its record, with the checksum and moments merged from the
+        slabs' digests), then, once those have landed, status ok. Raises
         StoreError, writing nothing, while the digests of any x block are missing (its slab
         has not landed). A failed ``sample`` is recorded as :meth:`write` records it."""
         if sample.fields is not None:
@@ -144,15 +134,11 @@ class WritableGroup(Group):
             return
         self._check_write(sample, with_fields=False)
         self._check_index(index)
-        self._check_slabs()
 
         def commit() -> None:
             (status,) = self._records(index, "status")
             records = self._sample_records(sample, int(status))
-            if self.recorded:
-                landed, records["record"] = self._landed_record(index, sample)
-            else:
-                landed = chunks.exists(self._zstore, self.chunks["checksum"].keys(index))
+            landed, records["record"] = self._landed_record(index, sample)
             if not all(landed):
                 cx, X = self.chunks["fields"].chunks[2], self.sample_shape[2]
                 rows = [
@@ -168,14 +154,14 @@ class WritableGroup(Group):
         self._guarded_write(index, commit)
 
     def _landed_record(self, index: int, sample: Sample) -> tuple[list[bool], np.ndarray]:
-        """Format 6: whether each x block's digests have landed, and the record of ``sample``
-        with the sample's checksum and moments merged from them."""
-        if not self.digest_arrays:
+        """Whether each x block's digests have landed, and the record of ``sample`` with the
+        sample's checksum and moments merged from them."""
+        if not self.blocked:
             (record,) = self._records(index, "record")
             crc, moments = record["checksum"], record["moments"]
             landed = [bool(np.isfinite(moments).all())]
         else:
-            sums, moms = (self.chunks[name] for name in self.digest_arrays)
+            sums, moms = (self.chunks[name] for name in fmt.DIGEST_ARRAYS)
             raw = chunks.get(self._zstore, [*sums.keys(index), *moms.keys(index)])
             BX = sums.grid[1]
             landed = [
@@ -183,8 +169,8 @@ class WritableGroup(Group):
             ]
             if not all(landed):
                 return landed, np.empty(0, np.uint8)
-            crcs = self._decode_record(index, self.digest_arrays[0], raw[:BX])
-            parts = self._decode_record(index, self.digest_arrays[1], raw[BX:])
+            crcs = self._decode_record(index, fmt.DIGEST_ARRAYS[0], raw[:BX])
+            parts = self._decode_record(index, fmt.DIGEST_ARRAYS[1], raw[BX:])
             crc, moments = self._whole(crcs, parts)
         return landed, self._record_bytes(sample, crc, moments)
 
@@ -217,8 +203,8 @@ class WritableGroup(Group):
 
     def _put(self, index: int, values: dict[str, Any], xblocks: range | None = None) -> None:
         """Store sample ``index``'s ``values`` (of x blocks ``xblocks`` only, for ``fields``,
-        ``checksum`` and ``moments``); only its status atomically: the other records count
-        only once a later status write says ok (or failed)."""
+        ``chunk_checksum`` and ``chunk_moments``); only its status atomically: the other
+        records count only once a later status write says ok (or failed)."""
         chunks.put(self._zstore, self._encoded(index, values, xblocks), atomic="status" in values)
 
     def _put_all(self, index: int, values: dict[str, Any]) -> None:
@@ -231,18 +217,10 @@ class WritableGroup(Group):
             job.result()  # the first error, if any
 
     def _sample_records(self, sample: Sample, before: int) -> dict[str, Any]:
-        """The records of ``sample`` but its fields and digests (``before``: its status); from
-        format 6 but its record too (which holds the digests)."""
+        """The records of ``sample`` but its fields and its record (which holds the digests)
+        (``before``: its status)."""
         provenance = json.dumps(sample.provenance, sort_keys=True, default=str)
-        if self.recorded:
-            records: dict[str, Any] = {"provenance": provenance}
-        else:
-            records = {
-                "params": sample.params.vector(),
-                "seed": sample.seed,
-                "stats": _stats(sample, self.attrs),
-                "provenance": provenance,
-            }
+        records: dict[str, Any] = {"provenance": provenance}
         if not sample.ok:
             records["reason"] = sample.stats.reason or "failed"
         elif before == FAILED:  # reason counts only where status is failed; tidy it anyway
@@ -268,32 +246,28 @@ class WritableGroup(Group):
             finally:
                 futures.wait(side)  # nothing outlives a failed write
         else:
-            if self.recorded:
-                side.append(pool.submit(self._put, index, {"record": self._record_bytes(sample)}))
+            side.append(pool.submit(self._put, index, {"record": self._record_bytes(sample)}))
             futures.wait(side)
         for job in side:
             job.result()  # the first error, if any
         self._put(index, {"status": OK if sample.ok else FAILED})
 
     def _put_digest(self, index: int, sample: Sample) -> None:
-        """Store the checksums and moments of ``sample``'s fields as sample ``index`` (from
-        format 6 per chunk where the group keeps them so, and the sample's in its record,
-        with its seed, parameters and statistics); refuse NaN/Inf."""
+        """Store the checksums and moments of ``sample``'s fields as sample ``index`` (per
+        chunk where the group keeps them so, and the sample's in its record, with its seed,
+        parameters and statistics); refuse NaN/Inf."""
         crc, moments = self.digest(sample.fields)
         if not np.isfinite(moments).all():
             raise UserInputError(f"{self.where(index)}: fields hold NaN/Inf; record a failure")
-        if not self.recorded:
-            self._put(index, {"checksum": crc, "moments": moments})
-            return
-        if self.digest_arrays:
-            self._put(index, dict(zip(self.digest_arrays, (crc, moments), strict=True)))
+        if self.blocked:
+            self._put(index, dict(zip(fmt.DIGEST_ARRAYS, (crc, moments), strict=True)))
             crc, moments = self._whole(crc, moments)
         self._put(index, {"record": self._record_bytes(sample, crc, moments)})
 
     def _record_bytes(
         self, sample: Sample | None, crc: int | None = None, moments: np.ndarray | None = None
     ) -> np.ndarray:
-        """A record ``(R,)`` uint8 (format 6 on): ``sample``'s seed, parameters and statistics and
+        """A record ``(R,)`` uint8: ``sample``'s seed, parameters and statistics and
         the fields' checksum and ``(C, 3)`` moments, each left as never written (0xFF bytes)
         where None."""
         row = np.full(self.chunks["record"].shape, fmt.RECORD_FILL, np.uint8)
@@ -301,7 +275,7 @@ class WritableGroup(Group):
         if sample is not None:
             record["seed"] = sample.seed
             record["params"] = sample.params.vector()
-            record["stats"] = _stats(sample, self.attrs)
+            record["stats"] = [float(getattr(sample.stats, name)) for name in fmt.SOLVER_STATS]
         if crc is not None:
             record["checksum"], record["moments"] = crc, moments
         return row
@@ -374,14 +348,7 @@ class WritableGroup(Group):
 
 
 #: The axis of each x-split per-sample array that holds its x blocks (``fields``: points).
-_X_BLOCK_AXIS = {"fields": 2, "checksum": 1, "moments": 1, "chunk_checksum": 1, "chunk_moments": 1}
-
-
-def _stats(sample: Sample, meta: dict[str, Any]) -> list[float]:
-    """``sample``'s solver statistics in the order of the group's (:func:`format.solver_stats`),
-    a retired one as 0 (:data:`format.RETIRED_STATS`)."""
-    names = fmt.solver_stats(meta)
-    return [float(getattr(sample.stats, n)) if n in fmt.SOLVER_STATS else 0.0 for n in names]
+_X_BLOCK_AXIS = {"fields": 2, "chunk_checksum": 1, "chunk_moments": 1}
 
 
 def _writers() -> futures.ThreadPoolExecutor:

@@ -69,13 +69,7 @@ def check_ranks(ranks: int, grid: Grid, *, hosts: str | None) -> None:
 
 def x_slabs(group: Any, ranks: int) -> tuple[tuple[int, int], ...]:
     """The x slabs that ``ranks`` processes write of a sample of ``group``: whole chunks of its
-    ``fields`` (UserInputError when it has fewer x chunks than ranks, or is older than
-    format 5)."""
-    if not fmt.split_x(group.attrs):
-        raise UserInputError(
-            f"{group.where()}: format version {group.attrs['format_version']} cannot take x "
-            "slabs; write to a new group or store"
-        )
+    ``fields`` (UserInputError when it has fewer x chunks than ranks)."""
     cx, X = group.chunks["fields"].chunks[2], group.sample_shape[2]
     try:
         return tuple(fmt.slabs(X, cx, ranks))

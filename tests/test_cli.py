@@ -100,6 +100,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, args, m
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_a_store_of_an_older_format_is_one_line_exit_2(tmp_path: Path, command):
+    import zarr
+
+    zarr.open_group(
+        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": 6}
+    )
+    result = run("store", command, str(tmp_path))
+    assert result.returncode == 2, result
+    message = (
+        f"error: {tmp_path}: format version 6 was written by an older pdeladder; this one "
+        "reads only version 7: regenerate the store with `pdeladder curriculum materialize`"
+    )
+    assert result.stderr.strip() == message, result.stderr
+
+
 def test_solve_writes_a_sample_and_reports_json(tmp_path: Path):
     from pdeladder.dataset.store import open_store
 

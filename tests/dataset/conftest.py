@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import fsspec
 import numpy as np
 import pytest
+import zarr
 
-from pdeladder.dataset import format as fmt
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers import Grid, Sample, SolveStats, get_family
 
@@ -41,13 +41,10 @@ def array_sample(grid: Grid, seed: int, channels: int = 1) -> Sample:
     return Sample("heat", fields, grid, HEAT.parse_params(), seed, SolveStats(dofs=grid.points))
 
 
-def group_of_version(url: str, version: int, name: str, grid: Grid, **options):
-    """A new heat group ``name`` on ``grid`` in the store at ``url``, made as store format
-    ``version`` made it (the root's version attribute patched while it is created); ``options``
-    go to ``require_group``."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(fmt, "ROOT_ATTRS", {"format": "pdeladder", "format_version": version})
-        return open_store(url, mode="a").require_group(name, HEAT, grid, **options)
+def stamp_version(url: str, version: int, path: str = "") -> None:
+    """Give the store at ``url`` (its root, or its group at ``path``) the attribute
+    ``format_version = version``, as an older pdeladder would have written it."""
+    zarr.open_group(url, mode="r+", path=path).update_attributes({"format_version": version})
 
 
 def family_group(url: str, family: str, grid: Grid, samples: int = 5, seed: int = 0):

@@ -1,5 +1,4 @@
-"""Format 5: samples split into time and x chunks, read and written in slabs; version 4 groups
-still read, verify and resume."""
+"""Samples split into time and x chunks, read and written in slabs."""
 
 import subprocess
 import sys
@@ -8,7 +7,6 @@ import textwrap
 import numpy as np
 import pytest
 import xarray as xr
-import zarr
 from zarr.storage import FsspecStore
 
 from pdeladder.dataset import chunks as chunks_module
@@ -20,7 +18,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems, verify
 from pdeladder.errors import StoreError, UserInputError
 
-from .conftest import GRID, HEAT, array_sample, group_of_version
+from .conftest import GRID, HEAT, array_sample
 
 BIG = HEAT.grid(2, 17, 9)  # (T, C, X, Y, Z) = (9, 1, 17, 17, 1): uneven in t and x
 
@@ -224,44 +222,13 @@ def test_samples_in_chunks_read_everywhere(tmp_path):
         np.testing.assert_array_equal(got[k], s.fields)
 
 
-def test_version_4_groups_still_read_verify_and_resume(tmp_path):
-    """A version 4 group (one checksum and moments per sample, no ``chunk_x``) is read, cut
-    into slabs (from the whole sample, checked), verified and written into as it was made;
-    slab writes need format 5."""
-    url = str(tmp_path / "store")
-    samples = [array_sample(BIG, k) for k in range(2)]
-    old = group_of_version(url, 4, "s0", BIG, n_samples=2)
-    raw = zarr.open_group(url, mode="a")[old.path]
-    attrs = dict(raw.attrs)
-    del attrs["chunk_x"]  # as version 4 made it
-    raw.attrs.put(attrs)
-    old = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=2)
-    assert old.attrs["format_version"] == 4 and "chunk_x" not in old.attrs
-    old.write(0, samples[0])
-    assert zarr.open_group(url)[old.path]["checksum"].shape == (2,)
-    assert zarr.open_group(url)[old.path]["moments"].shape == (2, 1, 3)
-
-    resumed = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=2)
-    resumed.write(1, samples[1])
-    reread = open_store(url).group(old.path)
-    for k, s in enumerate(samples):
-        np.testing.assert_array_equal(reread.read(k), s.fields)
-    np.testing.assert_array_equal(reread.read_slab(1, "x", 5, 9), samples[1].fields[:, :, 5:9])
-    np.testing.assert_array_equal(reread.read_slab(0, "t", 8, 9), samples[0].fields[8:])
-    assert store_problems(reread.store) == {old.path: []}
-    whole = np.stack([s.fields for s in samples]).astype(np.float64)
-    assert reread.normalisation()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)
-    with pytest.raises(StoreError, match="format version 4 keeps one checksum per sample"):
-        resumed.write_slab(0, 0, 17, samples[0].fields)
-
-
 def test_a_sample_is_four_files_and_one_slab_of_one_chunk_commits(tmp_path):
-    """Format 6: a one-chunk sample is its fields, its record (seed, parameters, statistics,
+    """A one-chunk sample is its fields, its record (seed, parameters, statistics,
     checksum, moments), its provenance and its status; written as the single slab of one
     writer, its record holds the digests until the commit completes it."""
     url = str(tmp_path / "store")
     group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
-    assert not group.blocked and group.digest_arrays is None
+    assert not group.blocked
     sample = array_sample(GRID, 3)
     before = set((tmp_path / "store").rglob("c.*"))
     group.write(0, sample)
@@ -285,32 +252,3 @@ def test_a_sample_is_four_files_and_one_slab_of_one_chunk_commits(tmp_path):
     group.discard(1)
     with pytest.raises(StoreError, match="have not landed"):
         group.commit(1, record)
-
-
-def test_version_5_groups_still_read_verify_and_resume(tmp_path):
-    """A version 5 group (parameters, seed and statistics in arrays of their own, a checksum
-    and moments per chunk, no record) is read, verified and written into as it was made,
-    whole samples and slabs alike."""
-    url = str(tmp_path / "store")
-    samples = [array_sample(BIG, k) for k in range(3)]
-    old = group_of_version(url, 5, "s0", BIG, n_samples=3, chunk_x=9)
-    old.write(0, samples[0])
-    resumed = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=3, chunk_x=9)
-    assert resumed.attrs["format_version"] == 5 and not resumed.recorded
-    record = array_sample(BIG, 1)
-    record.fields = None
-    for lo, hi in fmt.slabs(17, 9, 2):
-        resumed.write_slab(1, lo, hi, np.ascontiguousarray(samples[1].fields[:, :, lo:hi]))
-    resumed.commit(1, record)
-    resumed.write(2, samples[2])
-    raw = zarr.open_group(url)[old.path]
-    assert "record" not in raw and raw["checksum"].shape == (3, 1, 2)
-    assert raw["seed"][:].tolist() == [0, 1, 2]
-    reread = open_store(url).group(old.path)
-    for k, s in enumerate(samples):
-        np.testing.assert_array_equal(reread.read(k), s.fields)
-    np.testing.assert_array_equal(reread.read_slab(2, "x", 9, 17), samples[2].fields[:, :, 9:])
-    assert reread.info(1)["seed"] == 1 and reread.column("seed").tolist() == [0, 1, 2]
-    assert store_problems(reread.store) == {old.path: []}
-    whole = np.stack([s.fields for s in samples]).astype(np.float64)
-    assert reread.normalisation()["mean"][0] == pytest.approx(whole.mean(), rel=1e-12)

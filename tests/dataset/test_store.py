@@ -22,7 +22,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
 from pdeladder.errors import FormatError, StoreError, UserInputError
 
-from .conftest import GRID, HEAT, array_sample, failed_sample, group_of_version
+from .conftest import GRID, HEAT, array_sample, failed_sample, stamp_version
 
 
 def test_fixed_group_round_trip(store_url, heat_samples):
@@ -261,7 +261,7 @@ def test_refuses_newer_and_foreign_formats(tmp_path):
     zarr.open_group(
         str(tmp_path / "old"), mode="w", attributes={"format": "pdeladder", "format_version": 1}
     )
-    with pytest.raises(FormatError, match=r"format version 1 is older .*; regenerate the store"):
+    with pytest.raises(FormatError, match="format version 1 was written by an older pdeladder"):
         open_store(str(tmp_path / "old"))
     zarr.open_group(str(tmp_path / "other"), mode="w", attributes={"title": "x"}).create_group("g")
     with pytest.raises(FormatError, match="not a pdeladder store"):
@@ -429,84 +429,54 @@ def test_sample_moments_are_exact_in_float64():
         assert got[c, 2] == pytest.approx(((x - x.mean()) ** 2).sum(), rel=1e-9)
 
 
-def test_chunk_keys_are_flat_and_version_3_groups_are_still_read(tmp_path):
-    """From version 4 every chunk is a file of its array's folder (``record/c.1.0``); a
-    version 3 group (``seed/c/1``) is read, verified and written into as before, by its own
-    keys."""
-    samples = [array_sample(GRID, k) for k in range(2)]
-    new = open_store(str(tmp_path / "v4"), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
-    new.write(1, samples[1])
-    assert (tmp_path / "v4" / new.path / "record" / "c.1.0").is_file()
-    assert not list((tmp_path / "v4").rglob("*.partial"))
-    old = group_of_version(str(tmp_path / "v3"), 3, "s0", GRID, n_samples=2)
-    assert old.attrs["format_version"] == 3
-    for k, s in enumerate(samples):
-        old.write(k, s)
-    assert (tmp_path / "v3" / old.path / "seed" / "c" / "1").is_file()
-    # re-opened for a resumed campaign by this version, with another default codec: as made
-    again = open_store(str(tmp_path / "v3"), mode="a").require_group(
-        "s0", HEAT, GRID, n_samples=2, compression="zstd"
-    )
-    assert (
-        again.attrs["format_version"] == 3
-        and again.attrs["compression"] == old.attrs["compression"]
-    )
-    again.write(0, samples[0])
-    assert not list((tmp_path / "v3" / old.path / "seed").glob("c.*"))
-    reopened = open_store(str(tmp_path / "v3"))
-    np.testing.assert_array_equal(reopened.group(old.path).read(1), samples[1].fields)
-    assert store_problems(reopened) == {old.path: []}
+def test_chunk_keys_are_flat(tmp_path):
+    """Every chunk is a file of its array's folder (``record/c.1.0``), written in place but
+    for status, replaced atomically (no temporary file is left)."""
+    group = open_store(str(tmp_path), mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(1, array_sample(GRID, 1))
+    folder = tmp_path / group.path
+    assert (folder / "record" / "c.1.0").is_file() and (folder / "status" / "c.1").is_file()
+    assert not list(folder.rglob("c/*")) and not list(tmp_path.rglob("*.partial"))
 
 
-def test_version_6_groups_keep_their_statistics_and_record_width(tmp_path):
-    """A version 6 group (a sixth solver statistic, ``nonlinear_iterations``, in its record and
-    its ``stat`` coordinate) is read, verified, shown and resumed as it was made: samples
-    written into it by this version, whole or in slabs, fill the retired statistic with 0."""
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
+def test_older_versions_are_refused_in_one_line(tmp_path, version):
+    """A store, or one group of it, of an older format version is refused wherever it is
+    opened (read, resumed, verified, shown), in one line that says how to regenerate it:
+    no older layout is read, written or converted."""
     url = str(tmp_path / "store")
-    samples = [array_sample(GRID, k) for k in range(3)]
-    old = group_of_version(url, 6, "v6", GRID, n_samples=4, chunk_x=5)
-    old.write(0, samples[0])
-    resumed = open_store(url, mode="a").require_group("v6", HEAT, GRID, n_samples=4, chunk_x=5)
-    assert resumed.attrs["format_version"] == 6 and resumed.blocked
-    resumed.write(1, samples[1])
-    record = array_sample(GRID, 2)
-    record.fields = None
-    for lo, hi in fmt.slabs(9, 5, 2):
-        resumed.write_slab(2, lo, hi, np.ascontiguousarray(samples[2].fields[:, :, lo:hi]))
-    resumed.commit(2, record)
-    resumed.write(3, failed_sample())
-    new = open_store(url, mode="a").require_group("v7", HEAT, GRID, n_samples=1)
-    new.write(0, samples[0])
+    group = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    group.write(0, array_sample(GRID, 0))
+    expected = (
+        f"{url}::{group.path}: format version {version} was written by an older pdeladder; "
+        f"this one reads only version {fmt.FORMAT_VERSION}: regenerate the store with "
+        "`pdeladder curriculum materialize`"
+    )
 
-    raw = zarr.open_group(url)
-    stats = [*fmt.SOLVER_STATS, "nonlinear_iterations"]
-    assert raw[old.path]["stat"][:].tolist() == stats
-    assert raw[new.path]["stat"][:].tolist() == list(fmt.SOLVER_STATS)
-    assert raw[old.path]["record"].shape == (4, 8 * (2 + 6 + 3) + 12)  # P = 2, S = 6, C = 1
-    assert raw[new.path]["record"].shape == (1, 8 * (2 + 5 + 3) + 12)
-    reread = open_store(url).group(old.path)
-    for k, s in enumerate(samples):
-        np.testing.assert_array_equal(reread.read(k), s.fields)
-        info = reread.info(k)
-        assert list(info["stats"]) == stats and info["stats"]["nonlinear_iterations"] == 0
-        assert info["seed"] == k and info["stats"]["dofs"] == GRID.points
-    assert list(open_store(url).group(new.path).info(0)["stats"]) == list(fmt.SOLVER_STATS)
-    assert store_problems(reread.store) == {old.path: [], new.path: []}
+    stamp_version(url, version, group.path)
+    for open_group in (
+        lambda: open_store(url).group(group.path),
+        lambda: open_store(url, mode="a").group(group.path),
+        lambda: open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=2),
+    ):
+        with pytest.raises(FormatError) as err:
+            open_group()
+        assert str(err.value) == expected
+    problems = store_problems(open_store(url))[group.path]
+    assert [p.message for p in problems] == [expected]
 
     from pdeladder.dataset.view import open_group
 
-    for path, width in ((old.path, 6), (new.path, 5)):
-        ds = open_group(url, path)
-        assert ds["stats"].shape[1] == ds["stat"].size == width
-        assert ds["stats"].sel(stat="dofs").values[0] == GRID.points
-    assert (
-        open_group(url, old.path)["stats"].sel(stat="nonlinear_iterations").values[:3].tolist()
-        == [0] * 3
-    )
-    result = CliRunner().invoke(cli.app, ["inspect", url, "--json"])
-    assert result.exit_code == 0, result.output
-    rows = {r["group"]: r for r in json.loads(result.output)["groups"]}
-    assert (rows[old.path]["ok"], rows[old.path]["failed"], rows[new.path]["ok"]) == (3, 1, 1)
+    with pytest.raises(FormatError, match=f"format version {version} was written by an older"):
+        open_group(url, group.path)
+
+    stamp_version(url, version)
+    for mode in ("r", "a"):
+        with pytest.raises(FormatError) as err:
+            open_store(url, mode=mode)
+        assert str(err.value) == expected.replace(f"::{group.path}", "")
+    result = CliRunner().invoke(cli.app, ["inspect", url])
+    assert isinstance(result.exception, FormatError) and "\n" not in str(result.exception)
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
