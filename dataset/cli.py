@@ -112,9 +112,11 @@ def plot(
     """Draw one sample's snapshots over time (the z = 0.5 slice in 3D) into a PNG."""
     from pdeladder.dataset.plot import plot_sample
     from pdeladder.dataset.store import open_store
+    from pdeladder.outputs import check_apart
 
-    g = open_store(url).group(group)
     path = out or Path(f"{group.replace('/', '_')}_{sample}.png")
+    check_apart(path, [url])
+    g = open_store(url).group(group)
     console.print(f"wrote {plot_sample(g, sample, path)}")
 
 
@@ -148,7 +150,7 @@ def export(
     from pdeladder.errors import UserInputError
 
     check_format(tool)
-    check_out(out, force)
+    check_out(out, url, force)
     store = open_store(url)
     bar = Progress(
         TextColumn("{task.description}"),

@@ -42,6 +42,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
+from pdeladder.outputs import check_apart
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows, predict_store
@@ -262,6 +263,8 @@ def evaluate_checkpoint(
     :func:`~pdeladder.trainer.training.validation.symmetrized`)."""
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
+    if out_dir is not None:
+        check_apart(out_dir, [store_url, checkpoint])
     model, meta = load_model(checkpoint)
     model.eval()
     symmetrize = symmetrized(meta, symmetrize)

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fsspec
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -36,6 +35,7 @@ from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import PdeladderError, UserInputError
+from pdeladder.outputs import make_output
 from pdeladder.processes import tied
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
@@ -64,17 +64,10 @@ def knows(layout: SlotLayout, group: Group) -> bool:
     )
 
 
-def check_out(out_url: str, store_url: str, force: bool) -> None:
-    """Refuse to write into the source store, or over a non-empty ``out_url`` unless ``force``
-    (which removes what is there)."""
-    fs, path = fsspec.core.url_to_fs(out_url)
-    source_fs, source = fsspec.core.url_to_fs(store_url)
-    if fs.unstrip_protocol(path) == source_fs.unstrip_protocol(source):
-        raise UserInputError(f"{out_url}: is the input store; predict into another one")
-    if fs.exists(path) and (fs.isfile(path) or fs.ls(path)):
-        if not force:
-            raise UserInputError(f"{out_url}: exists and is not empty; pass --force to replace it")
-        fs.rm(path, recursive=True)
+def check_out(out_url: str, store_url: str, checkpoint: str | Path, force: bool) -> None:
+    """Make the prediction store's folder (:func:`~pdeladder.outputs.make_output`): never over
+    or around the source store or the model, over a previous prediction only with ``force``."""
+    make_output(out_url, "predict", [store_url, checkpoint], force=force, zarr=True)
 
 
 def target_group(
@@ -266,7 +259,7 @@ def predict_store(
             slab_tiling(grid, domain_ranks, model.config.padding).slab(
                 (grid.snapshots, *grid.shape), 0
             )
-    check_out(out_url, store_url, force)
+    check_out(out_url, store_url, checkpoint, force)
     out = open_store(out_url, "a")
     provenance = {
         "checkpoint": str(Path(checkpoint).absolute()),

@@ -6,7 +6,6 @@ Every exporter checks its whole input before it writes a byte (:func:`prepare_ou
 sample checks), then streams: one sample, or one snapshot, in memory at a time.
 """
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pdeladder.errors import UserInputError
+from pdeladder.outputs import check_output, make_output
 
 if TYPE_CHECKING:
     from pdeladder.dataset.group import Group
@@ -36,20 +36,20 @@ def check_format(name: str) -> str:
     return name
 
 
-def check_out(out: Path, force: bool) -> None:
-    """Refuse an ``out`` that is a file, or a non-empty folder unless ``force``."""
-    if out.exists() and not out.is_dir():
-        raise UserInputError(f"{out}: exists and is not a folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserInputError(f"{out}: exists and is not empty; pass --force to replace it")
+#: The command named in the marker of an export's folder (:mod:`pdeladder.outputs`).
+COMMAND = "store export"
 
 
-def prepare_out(out: Path, force: bool) -> None:
-    """Empty (``force``) or create the output folder; call after every input check passed."""
-    check_out(out, force)
-    if out.is_dir() and force:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+def check_out(out: Path, store_url: str, force: bool) -> None:
+    """Refuse an ``out`` that overlaps the store at ``store_url`` or holds anything but a
+    previous export (that one unless ``force``); touches nothing."""
+    check_output(out, COMMAND, [store_url], force=force)
+
+
+def prepare_out(out: Path, store_url: str, force: bool) -> None:
+    """Replace a previous export (``force``) or create the output folder, with its marker; call
+    after every input check passed."""
+    make_output(out, COMMAND, [store_url], force=force)
 
 
 def open_groups(store: "Store", paths: list[str] | None) -> list["Group"]:

@@ -118,7 +118,7 @@ def export_pdebench(
     """Write ``groups`` (default all) of ``store`` in PDEBench's files under ``out``; returns
     ``out``. ``progress(description)`` gives a :data:`Progress` per group."""
     opened = open_groups(store, groups)
-    prepare_out(out, force)
+    prepare_out(out, store.url, force)
     for g in opened:
         indices = np.flatnonzero(g.status() == fmt.OK)
         advance = (progress(f"{g.path} → pdebench") if progress else no_progress)(len(indices))

@@ -109,7 +109,7 @@ def export_vtk(
     """Write sample ``index`` of ``group`` as a ``.pvd`` time series under ``out``; returns the
     ``.pvd``. Reads one snapshot at a time (:meth:`Group.read_slab`)."""
     check_sample(group, index)
-    prepare_out(out, force)
+    prepare_out(out, group.store.url, force)
     name = sample_name(group, index)
     (out / name).mkdir()
     origin, spacing, _ = geometry(group)

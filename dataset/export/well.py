@@ -226,7 +226,7 @@ def export_well(
     if not 0 <= held_out < 1:
         raise UserInputError(f"--held-out {held_out}: must be in [0, 1)")
     opened = open_groups(store, groups)
-    prepare_out(out, force)
+    prepare_out(out, store.url, force)
     for g in opened:
         name = dataset_name(g)
         parts = splits(g, held_out)

@@ -16,6 +16,7 @@ import pytest
 
 from pdeladder.dataset.export.pdebench import export_pdebench
 from pdeladder.dataset.store import open_store
+from pdeladder.outputs import MARKER
 from pdeladder.solvers import Sample, SolveStats, get_family
 
 from .conftest import family_group
@@ -136,7 +137,7 @@ def test_pdebench_command_and_its_refusals(tmp_path):
     assert result.returncode == 0, result.stderr
     written = sorted(p.name for p in out.iterdir())
     name = g.path.replace("/", "_")
-    assert written == [f"{name}.hdf5", f"{name}.json"]
+    assert written == [MARKER, f"{name}.hdf5", f"{name}.json"]
     data, _, _ = read_pdebench(out / f"{name}.hdf5")  # the ok samples only, in index order
     for row, i in enumerate((0, 2)):  # (X, T) of the one channel
         np.testing.assert_array_equal(data[row, ..., 0], g.read(i)[:, 0, :, 0, 0].T)

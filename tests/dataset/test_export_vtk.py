@@ -91,6 +91,6 @@ def test_export_command_and_its_refusals(tmp_path):
     assert len(read_pvd(out / f"{g.path.replace('/', '__')}__sample2.pvd")) == 3
     result = subprocess.run([EXE, *base, "--sample", "1"], capture_output=True, text=True)
     assert result.returncode == 2 and "--force" in result.stderr  # out is not empty now
-    assert len(list(out.iterdir())) == 2  # untouched: sample 2's .pvd and folder
+    assert len(list(out.iterdir())) == 3  # untouched: the marker, sample 2's .pvd and folder
     assert run(app, [*base, "--sample", "1", "--force"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir())[0].endswith("__sample1")
+    assert sorted(p.name for p in out.iterdir())[1].endswith("__sample1")

@@ -169,13 +169,47 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     message = result.stderr.strip()
     assert "\n" not in message and message.startswith("error:") and result.stdout == ""
     if case == "non-empty out":
-        assert "--force" in message
+        assert "not a pdeladder output" in message
+        forced = subprocess.run([EXE, *args, "--force"], capture_output=True, text=True)
+        assert forced.returncode == 2 and "not a pdeladder output" in forced.stderr
         assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
-        forced = runner.invoke(app, [*args, "--force"])
-        assert forced.exit_code == 0, forced.output
-        assert open_store(str(out)).groups() == sorted(known_store.paths)
     else:
         assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["store", "parent", "inside", "checkpoint"])
+def test_an_out_over_an_input_is_refused_and_the_input_kept(
+    where, known_store, operator_checkpoint, tmp_path: Path
+):
+    """The issue's `predict CK --store parent/s.zarr --out parent --force` and its kin."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    before = sorted(tmp_path.rglob("*"))
+    out = {
+        "store": known_store.url,
+        "parent": str(tmp_path),
+        "inside": f"{known_store.url}/pred.zarr",
+        "checkpoint": str(ckpt),
+    }[where]
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--force"]
+    result = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+    message = result.stderr.strip()
+    assert result.returncode == 2 and "choose an --out outside it" in message, message
+    assert "\n" not in message and sorted(tmp_path.rglob("*")) == before
+    verify(known_store.url)
+
+
+def test_force_replaces_a_previous_prediction(known_store, operator_checkpoint, tmp_path: Path):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = tmp_path / "pred.zarr"
+    args = ["predict", str(ckpt), "--store", known_store.url, "--out", str(out)]
+    args += ["--groups", known_store.paths[0]]
+    assert runner.invoke(app, args).exit_code == 0
+    (out / "stale.txt").write_text("from before")
+    again = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "pass --force" in again.stderr
+    assert runner.invoke(app, [*args, "--force"]).exit_code == 0
+    assert not (out / "stale.txt").exists()
+    verify(str(out))
 
 
 def test_an_appendable_group_is_predicted_at_its_current_size(
