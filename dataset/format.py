@@ -11,8 +11,10 @@ family's code.
 import itertools
 import json
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from zarr.codecs import BloscCodec, ZstdCodec
@@ -20,10 +22,10 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from pdeladder.dataset.provenance import software_versions
 from pdeladder.errors import FormatError, UserInputError
 from pdeladder.solvers import grid
+from pdeladder.solvers.grid import Grid
 
 if TYPE_CHECKING:
     from pdeladder.solvers.family import Family
-    from pdeladder.solvers.grid import Grid
 
 FORMAT_NAME = "pdeladder"
 #: The one version this code reads and writes. A store or group of any other is refused
@@ -325,6 +327,140 @@ def group_metadata(
     except (TypeError, ValueError) as err:
         raise UserInputError(f"attrs must be JSON values: {err}") from None
     return meta
+
+
+def attr_problems(attrs: Mapping[str, Any]) -> Iterator[str]:
+    """What is wrong with a group's attributes (the version aside: :func:`check_version`):
+    presence and types of :data:`GROUP_ATTRS`, channel and parameter entries, the grid they
+    describe, the codec and the chunk sizes; one message each, nothing when they are right."""
+    typed = True
+    for name, kind in GROUP_ATTRS.items():
+        value = attrs.get(name)
+        if name not in attrs:
+            typed = False
+            yield f"attribute {name!r} is missing"
+        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            typed = False
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            wanted = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+            yield f"attribute {name!r} is {value!r} of type {type(value).__name__}, not {wanted}"
+    channels, parameters = attrs.get("channels"), attrs.get("parameters")
+    for c in channels if isinstance(channels, list) else []:
+        if not isinstance(c, dict) or set(c) != {"name", "long_name", "units", "role"}:
+            yield f"channel entry {c!r} needs exactly name, long_name, units, role"
+        elif c["role"] not in ("input", "output"):
+            yield f"channel {c['name']!r} has role {c['role']!r}, not input/output"
+    for p in parameters if isinstance(parameters, list) else []:
+        if not isinstance(p, dict) or not {"name", "units"} <= set(p):
+            yield f"parameter entry {p!r} needs name and units"
+    if attrs.get("compression") not in COMPRESSIONS:
+        yield f"unknown compression {attrs.get('compression')!r}"
+    if not typed:
+        return
+    try:
+        g = GroupMeta.grid_of(attrs)
+    except UserInputError as err:
+        yield f"attributes dim, resolution, snapshots, t_end: {err}"
+        return
+    for name, most in {"chunk_time": g.snapshots, "chunk_x": g.shape[0]}.items():
+        value = attrs.get(name)
+        if isinstance(value, int) and not 1 <= value <= most:
+            yield f"attribute {name!r} is {value}, outside 1..{most}"
+
+
+@dataclass(frozen=True)
+class ChannelMeta:
+    """One entry of a group's ``channels``."""
+
+    name: str
+    long_name: str
+    units: str
+    role: Literal["input", "output"]
+
+
+@dataclass(frozen=True)
+class ParameterMeta:
+    """One entry of a group's ``parameters``."""
+
+    name: str
+    units: str
+    low: float | None = None
+    high: float | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class GroupMeta:
+    """A group's attributes, typed: read and checked once where a group is opened
+    (:meth:`of`), so that a damaged attribute is one line naming it, not a traceback where it
+    is first used. The stored JSON is what :func:`group_metadata` made; this is its reading."""
+
+    stage: str
+    family: str
+    title: str
+    equation: str
+    boundary_conditions: str
+    steady: bool
+    grid: Grid
+    channels: tuple[ChannelMeta, ...]
+    parameters: tuple[ParameterMeta, ...]
+    n_samples: int | None  # None: appendable
+    chunk_time: int
+    chunk_x: int
+    compression: str
+    software: Mapping[str, str | None]
+    #: The caller's attributes (``config_hash``, ``curriculum``, ``prediction``, ...); the
+    #: ``normalization`` cache, which changes as samples land, is not part of it.
+    extra: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any], where: str) -> "GroupMeta":
+        """The typed attributes of the group at ``where``; FormatError, one line naming the
+        first wrong attribute (and how many more there are), when they are not the format's."""
+        check_version(attrs, where)
+        problems = list(attr_problems(attrs))
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise FormatError(
+                f"{where}: {problems[0]}{more}; the group's attributes are damaged: run "
+                "`pdeladder store verify` on the store, or regenerate it"
+            )
+        known = {"format", "format_version", *GROUP_ATTRS, *MUTABLE_ATTRS}
+        return cls(
+            stage=attrs["stage"],
+            family=attrs["family"],
+            title=attrs["title"],
+            equation=attrs["equation"],
+            boundary_conditions=attrs["boundary_conditions"],
+            steady=attrs["steady"],
+            grid=cls.grid_of(attrs),
+            channels=tuple(ChannelMeta(**c) for c in attrs["channels"]),
+            parameters=tuple(
+                ParameterMeta(
+                    p["name"], p["units"], p.get("low"), p.get("high"), p.get("description", "")
+                )
+                for p in attrs["parameters"]
+            ),
+            n_samples=attrs["n_samples"],
+            chunk_time=attrs["chunk_time"],
+            chunk_x=attrs["chunk_x"],
+            compression=attrs["compression"],
+            software=MappingProxyType(dict(attrs["software"])),
+            extra=MappingProxyType({k: v for k, v in attrs.items() if k not in known}),
+        )
+
+    @staticmethod
+    def grid_of(attrs: Mapping[str, Any]) -> Grid:
+        """The :class:`Grid` that a group's attributes describe."""
+        return Grid(attrs["dim"], attrs["resolution"], attrs["snapshots"], float(attrs["t_end"]))
+
+    @property
+    def channel_names(self) -> list[str]:
+        return [c.name for c in self.channels]
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.parameters]
 
 
 def identity(meta: dict[str, Any]) -> dict[str, Any]:

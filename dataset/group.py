@@ -53,8 +53,10 @@ class Group:
         arrays: dict[str, zarr.Array] | None = None,
     ):
         self.store, self.path, self.node = store, path, node
+        #: The attributes as stored (JSON values).
         self.attrs: dict[str, Any] = dict(node.attrs)
-        fmt.check_version(self.attrs, f"{store.url}::{path}")
+        #: The same, typed and checked (FormatError, one line, when they are not the format's).
+        self.meta = fmt.GroupMeta.of(self.attrs, f"{store.url}::{path}")
         self._arrays: dict[str, zarr.Array] = dict(arrays or {})
 
     def __repr__(self) -> str:
@@ -80,20 +82,19 @@ class Group:
 
     @property
     def family(self) -> str:
-        return self.attrs["family"]
+        return self.meta.family
 
-    @cached_property
+    @property
     def grid(self) -> Grid:
-        a = self.attrs
-        return Grid(a["dim"], a["resolution"], a["snapshots"], float(a["t_end"]))
+        return self.meta.grid
 
     @property
     def channel_names(self) -> list[str]:
-        return [c["name"] for c in self.attrs["channels"]]
+        return self.meta.channel_names
 
     @property
     def param_names(self) -> list[str]:
-        return [p["name"] for p in self.attrs["parameters"]]
+        return self.meta.param_names
 
     @property
     def n_samples(self) -> int:

@@ -23,7 +23,7 @@ def plot_sample(group: Group, index: int, out: Path) -> Path:
     fig = Figure(figsize=(2.6 * len(picks), 2.4 * C), layout="constrained")
     axes = fig.subplots(C, len(picks), squeeze=False)
     x, dim = group.array("x")[:], group.grid.dim
-    for c, chan in enumerate(group.attrs["channels"]):
+    for c, chan in enumerate(group.meta.channels):
         lo, hi = float(fields[:, c].min()), float(fields[:, c].max())
         for j, k in enumerate(picks):
             ax = axes[c, j]
@@ -35,7 +35,7 @@ def plot_sample(group: Group, index: int, out: Path) -> Path:
                 im = ax.imshow(plane.T, origin="lower", extent=(0, 1, 0, 1), vmin=lo, vmax=hi)
                 if j == len(picks) - 1:
                     fig.colorbar(im, ax=ax, shrink=0.8)
-            ax.set_title(f"{chan['name']}  t={times[k]:.3g}", fontsize=9)
+            ax.set_title(f"{chan.name}  t={times[k]:.3g}", fontsize=9)
     slice_note = " (z = 0.5 slice)" if dim == 3 else ""
     fig.suptitle(f"{group.path} sample {index}{slice_note}", fontsize=10)
     out.parent.mkdir(parents=True, exist_ok=True)

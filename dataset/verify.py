@@ -43,34 +43,13 @@ class Problem:
 
 
 def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
-    """The group's attributes: presence and types, version, channel and parameter entries."""
-    for name, kind in fmt.GROUP_ATTRS.items():
-        if name not in attrs:
-            yield f"attribute {name!r} is missing"
-        elif not isinstance(attrs[name], kind) or (kind is int and isinstance(attrs[name], bool)):
-            yield f"attribute {name!r} has type {type(attrs[name]).__name__}"
+    """The group's attributes: version, presence and types, channel and parameter entries
+    (:func:`format.attr_problems`)."""
     try:
         fmt.check_version(attrs, "group")
     except FormatError as err:
         yield str(err).removeprefix("group: ")
-    for c in attrs.get("channels", []):
-        if not isinstance(c, dict) or set(c) != {"name", "long_name", "units", "role"}:
-            yield f"channel entry {c!r} needs exactly name, long_name, units, role"
-        elif c["role"] not in ("input", "output"):
-            yield f"channel {c['name']!r} has role {c['role']!r}, not input/output"
-    for p in attrs.get("parameters", []):
-        if not isinstance(p, dict) or not {"name", "units"} <= set(p):
-            yield f"parameter entry {p!r} needs name and units"
-    if attrs.get("compression") not in fmt.COMPRESSIONS:
-        yield f"unknown compression {attrs.get('compression')!r}"
-    try:
-        sizes = {"chunk_time": attrs["snapshots"], "chunk_x": fmt.spatial_shape(attrs)[0]}
-    except (KeyError, TypeError):
-        return  # reported above
-    for name, most in sizes.items():
-        value = attrs.get(name)
-        if isinstance(value, int) and not 1 <= value <= most:
-            yield f"attribute {name!r} is {value}, outside 1..{most}"
+    yield from fmt.attr_problems(attrs)
 
 
 def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
@@ -142,7 +121,7 @@ def check_coordinates(group: Group) -> Iterator[str]:
 
 def check_status(group: Group, status: np.ndarray) -> Iterator[str]:
     """Status values are known; ``n_samples`` matches the arrays; failed samples say why."""
-    n = group.attrs["n_samples"]
+    n = group.meta.n_samples
     if n is not None and len(status) != n:
         yield f"status has {len(status)} samples, n_samples says {n}"
     unknown = np.flatnonzero(status > fmt.FAILED)
@@ -210,9 +189,7 @@ def group_problems(
     """Every problem of one group: structure first; values only when the structure holds.
     Problems come in sample order whatever order the samples are read in."""
     where = group.where()
-    found = [Problem(where, "structure", m) for m in check_group_attrs(group.attrs)]
-    if found:
-        return found
+    found: list[Problem] = []  # its attributes hold: a Group checks them when it is opened
     status = None
     for spec in fmt.array_specs(group.attrs, group.n_samples if "status" in group.node else 0):
         found += [Problem(where, "structure", m) for m in check_array(group.node, spec)]
@@ -265,10 +242,15 @@ def store_problems(
     """``{group path: problems}`` for every group of ``store``."""
     out = {}
     for path in store.groups():
+        where = f"{store.url}::{path}"
+        attrs = dict(store.root[path].attrs)
+        out[path] = [Problem(where, "structure", m) for m in check_group_attrs(attrs)]
+        if out[path]:
+            continue  # every wrong attribute named, where opening the group names the first
         try:
             out[path] = group_problems(store.group(path), values=values, progress=progress)
         except (FormatError, StoreError) as err:
-            out[path] = [Problem(f"{store.url}::{path}", "structure", str(err))]
+            out[path] = [Problem(where, "structure", str(err))]
     return out
 
 
@@ -297,6 +279,6 @@ def summary(group: Group) -> dict[str, Any]:
         "failed": int((status == fmt.FAILED).sum()),
         "missing": int((status == fmt.MISSING).sum()),
         "bytes": int(stored),
-        "compression": group.attrs["compression"],
+        "compression": group.meta.compression,
         "compression_ratio": round(raw / fields_stored, 3) if ok else None,
     }

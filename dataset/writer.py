@@ -282,9 +282,9 @@ class WritableGroup(Group):
 
     def append(self, sample: Sample) -> int:
         """Write ``sample`` at the end of an appendable group; returns its index."""
-        if self.attrs["n_samples"] is not None:
+        if self.meta.n_samples is not None:
             raise StoreError(
-                f"{self.where()}: has a fixed size of {self.attrs['n_samples']}; use write(index)"
+                f"{self.where()}: has a fixed size of {self.meta.n_samples}; use write(index)"
             )
         self._check_write(sample)
         names = [spec.name for spec in fmt.array_specs(self.attrs, 0) if spec.per_sample]

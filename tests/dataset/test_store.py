@@ -439,6 +439,31 @@ def test_chunk_keys_are_flat(tmp_path):
     assert not list(folder.rglob("c/*")) and not list(tmp_path.rglob("*.partial"))
 
 
+def test_group_attributes_are_typed_and_checked_once_opened(tmp_path):
+    """A group's attributes are read into a frozen, typed ``GroupMeta`` when it is opened; a
+    damaged one (a resolution stored as a string) is one line naming it, not a traceback."""
+    url = str(tmp_path)
+    made = open_store(url, mode="a").require_group(
+        "s0", HEAT, GRID, n_samples=2, attrs={"config_hash": "abc"}
+    )
+    meta = open_store(url).group(made.path).meta
+    assert (meta.grid, meta.n_samples, meta.compression) == (GRID, 2, fmt.DEFAULT_COMPRESSION)
+    assert meta.channels[0] == fmt.ChannelMeta("u", meta.channels[0].long_name, "1", "output")
+    assert meta.param_names == HEAT.Params.names() and dict(meta.extra) == {"config_hash": "abc"}
+    with pytest.raises(AttributeError):
+        meta.n_samples = 3
+
+    zarr.open_group(url, mode="r+", path=made.path).update_attributes({"resolution": "9"})
+    with pytest.raises(FormatError) as err:
+        open_store(url).group(made.path)
+    assert str(err.value) == (
+        f"{url}::{made.path}: attribute 'resolution' is '9' of type str, not int; the group's "
+        "attributes are damaged: run `pdeladder store verify` on the store, or regenerate it"
+    )
+    result = CliRunner().invoke(cli.app, ["inspect", url])
+    assert isinstance(result.exception, FormatError)
+
+
 @pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_older_versions_are_refused_in_one_line(tmp_path, version):
     """A store, or one group of it, of an older format version is refused wherever it is
@@ -463,7 +488,8 @@ def test_older_versions_are_refused_in_one_line(tmp_path, version):
             open_group()
         assert str(err.value) == expected
     problems = store_problems(open_store(url))[group.path]
-    assert [p.message for p in problems] == [expected]
+    where = f"{url}::{group.path}"
+    assert [(p.path, p.message) for p in problems] == [(where, expected.removeprefix(f"{where}: "))]
 
     from pdeladder.dataset.view import open_group
 

@@ -112,7 +112,9 @@ def test_structure_problems_name_the_array(tmp_path, heat_samples):
     g = zarr.open_group(url, mode="a")[PATH]
     g.update_attributes({"dim": "two"})
     report = json.loads(runner.invoke(cli.app, ["verify", url, "--json"]).output)
-    assert [p["message"] for p in report["problems"]] == ["attribute 'dim' has type str"]
+    assert [p["message"] for p in report["problems"]] == [
+        "attribute 'dim' is 'two' of type str, not int"
+    ]
     g.update_attributes({"dim": 2})
     del g["provenance"]
     R = g["record"].shape[1]
