@@ -41,6 +41,7 @@ batch's fields come in through :meth:`~pdeladder.trainer.training.processor.Data
 """
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -77,14 +78,18 @@ def step_residual(fam: Family, fields: torch.Tensor, params: torch.Tensor, grid)
     return fam.residual(refined, params, half)[:, :, ::2]
 
 
+@functools.cache
 def residual_shapes(
-    fam: Family, shape: tuple[int, ...], params: torch.Tensor, grid
+    family_name: str, shape: tuple[int, ...], n_params: int, grid
 ) -> tuple[torch.Size, torch.Size]:
     """Shapes of fields of ``shape`` ``(1, C_f, T, X, Y, Z)`` completed by their walls
-    (:func:`walled`) and of ``fam``'s :func:`step_residual` on them ``(1, R, T', X', Y', Z')``,
-    found on the meta device (nothing is computed or allocated)."""
+    (:func:`walled`) and of the family's :func:`step_residual` on them ``(1, R, T', X', Y', Z')``
+    with ``n_params`` parameters, found once per shape on the meta device (nothing is computed
+    or allocated)."""
+    fam = get_family(family_name)
     probe = walled(fam, torch.empty(shape, device="meta"), grid.dim, Slab.whole(shape[2:]))
-    return probe.shape, step_residual(fam, probe, params[:1].to("meta"), grid).shape
+    params = torch.empty((1, n_params), device="meta")
+    return probe.shape, step_residual(fam, probe, params, grid).shape
 
 
 def _halos(
@@ -100,7 +105,8 @@ def _halos(
     starts no interval, and a time slab needs the next one's first. The residual's shape on the
     global grid tells both.
     """
-    glob, out = residual_shapes(fam, (1, fields.shape[1], *slab.shape), params, grid)
+    shape = (1, fields.shape[1], *slab.shape)
+    glob, out = residual_shapes(fam.name, shape, params.shape[1], grid)
     halos = {}
     for axis, dim in FIELD_DIMS.items():
         drop, a = glob[dim] - out[dim], 0 if axis == "t" else 1
@@ -141,16 +147,30 @@ def relative_residual(
     Returns:
         ``(b,)``.
     """
+    sums = residual_squares(family_name, torch.cat([fields, reference]), params.repeat(2, 1),
+                            grid, slab=slab, domain=domain)  # fmt: skip
+    return sums[: len(fields)] / sums[len(fields) :].clamp_min(1e-20)
+
+
+def residual_squares(
+    family_name: str,
+    fields: torch.Tensor,
+    params: torch.Tensor,
+    grid,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
+) -> torch.Tensor:
+    """Mean square of :func:`step_residual` over the global grid's residual points, per sample
+    ``(b,)`` (the same on every rank of ``domain``), of the fields ``(b, C_f, T, X, Y, Z)``
+    (on ``slab``, as :func:`relative_residual`'s) completed by their walls."""
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
-    res, ref = (
-        step_residual(fam, walled(fam, extended(f, domain, halos), grid.dim, slab), params, grid)
-        for f in (fields, reference)
+    res = step_residual(
+        fam, walled(fam, extended(fields, domain, halos), grid.dim, slab), params, grid
     )
-    dims = tuple(range(1, res.ndim))
-    sums = sum_replicated(torch.stack([res.square().sum(dims), ref.square().sum(dims)]), domain)
-    return (sums[0] / count) / (sums[1] / count).clamp_min(1e-20)
+    return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), domain) / count
 
 
 def initial_state(

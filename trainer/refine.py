@@ -1,0 +1,267 @@
+"""Refinement at inference: a predicted rollout improved against its family's PDE residual.
+
+PINO's test-time optimisation, on the field values rather than the weights: starting from the
+model's prediction, ``steps`` iterations of L-BFGS minimise the equation loss's relative
+residual (:func:`~pdeladder.trainer.losses.equation.relative_residual`: the implicit midpoint
+rule between snapshots, the walls completed by their conditions) over the predicted values of
+one sample. What the sample is given stays as given: its input-role channels, its initial
+state (snapshot 0 of a time series) and the points of a zero wall, which hold their condition,
+0. The minimiser of that residual lies at the discretisation error from the solver's data
+(docs/trainer.md, "The residual that determines the solution"), so the iteration moves a
+prediction whose error is larger than that toward the solution.
+
+Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is
+predicted in). On x slabs of a ``domain`` group every reduction the iteration takes, the
+residual's sums and the L-BFGS inner products, is all-reduced over the group, so every rank
+takes the same steps and the refined slabs are those of the unsharded refinement (to rounding).
+
+Tensors are ``(b, C_f, T, X, Y, Z)``: one family's channels, physical units.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from pdeladder.dataset.slots import SlotLayout
+from pdeladder.errors import UserInputError
+from pdeladder.solvers import stencils
+from pdeladder.solvers.family import Family
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.losses.equation import family_views, residual_squares
+
+#: L-BFGS curvature pairs kept.
+HISTORY = 20
+#: Armijo's sufficient-decrease constant and the fewest halvings of a step before giving up.
+ARMIJO, HALVINGS = 1e-4, 30
+
+
+@dataclass(frozen=True)
+class Refined:
+    """The refined fields ``(b, C_f, T, X, Y, Z)`` and, per sample, the relative residual at
+    the start and after each iteration ``(b, steps + 1)`` (a sample converged to rounding
+    early repeats its last value)."""
+
+    fields: torch.Tensor
+    residual: torch.Tensor
+
+
+def check_steps(steps: int | str) -> int:
+    """``--refine``'s value as a number of iterations, 0 (no refinement) or more; anything else
+    is a one-line :class:`~pdeladder.errors.UserInputError`."""
+    text = str(steps).strip()
+    if isinstance(steps, bool) or not text.isascii() or not text.isdecimal():
+        raise UserInputError(f"--refine must be a whole number of steps >= 0, got {steps!r}")
+    return int(text)
+
+
+def held_mask(
+    fam: Family, fields: torch.Tensor, predicted: torch.Tensor, dim: int, slab: Slab
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which values of ``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` the refinement holds,
+    and which of those are zero-wall points, set to 0 (both ``(C_f, T, X, Y, Z)`` bool).
+
+    Held: the channels not ``predicted`` ``(C_f,)``, snapshot 0 of a time series (on the slab
+    holding it) and the points of the predicted channels' zero walls (x's only at the global
+    ends) after snapshot 0, as :func:`~pdeladder.trainer.losses.equation.walled` sets them."""
+    shape = fields.shape[1:]
+    inputs = ~predicted.reshape(-1, 1, 1, 1, 1).expand(shape)
+    first = torch.zeros(shape, dtype=torch.bool)
+    if slab.shape[0] > 1 and slab.lo[0] == 0:
+        first[:, 0] = True
+    zero = [c.wall if c.wall == "zero" else None for c in fam.channels_for(dim)]
+    walls = torch.zeros(shape, dtype=torch.bool)
+    if "zero" in zero:
+        ends = [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
+        ones = torch.ones((1, *shape), dtype=torch.float32)
+        odd = [[False] * len(zero)] * dim
+        walls = (stencils.with_walls(ones, zero, odd, dim, ends)[0] == 0) & ~inputs & ~first
+    return inputs | first | walls, walls
+
+
+def refine(
+    family_name: str,
+    fields: torch.Tensor,
+    trivial: torch.Tensor,
+    params: torch.Tensor,
+    predicted: torch.Tensor,
+    grid,
+    steps: int,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
+    observe: Callable[[int, torch.Tensor], None] | None = None,
+) -> Refined:
+    """``fields`` refined by ``steps`` L-BFGS iterations against ``family_name``'s residual.
+
+    Args:
+        fields: the prediction completed by the given values (inputs, initial state), physical.
+        trivial: the trivial prediction the residual is measured against (the initial state
+            held; :func:`~pdeladder.trainer.losses.equation.family_views`).
+        params: ``(b, P_f)`` physical parameters.
+        predicted: ``(C_f,)`` bool, the channels the model predicts (the others are inputs).
+        grid: the global grid; ``slab``: the part of it these fields hold (default: whole),
+            split over ``domain``.
+        observe: called as ``observe(iteration, fields)`` after each iteration (from 0, the
+            start), for a caller's curve.
+
+    Returns:
+        :class:`Refined`, in ``fields``' dtype; the held values (:func:`held_mask`) exactly
+        as given, zero walls 0.
+    """
+    fam = get_family(family_name)
+    slab = slab or Slab.whole(fields.shape[2:])
+    masks = held_mask(fam, fields, predicted.cpu(), grid.dim, slab)
+    held, walls = (m.to(fields.device) for m in masks)
+    physics = params.double()
+    squares = partial(
+        residual_squares, family_name, params=physics, grid=grid, slab=slab, domain=domain
+    )
+    scale = 1.0 / squares(trivial.double()).clamp_min(1e-20)  # (b,): relative to the trivial's
+
+    def objective(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.enable_grad():  # also under a caller's no_grad
+            x = x.detach().requires_grad_(True)
+            r = squares(x) * scale  # (b,): the samples are independent
+            (g,) = torch.autograd.grad(r.sum(), x)
+        return r.detach(), g.masked_fill(held, 0.0)
+
+    def seen(k: int, x: torch.Tensor) -> None:
+        if observe is not None:
+            observe(k, x.to(fields.dtype))
+
+    x, values = lbfgs(objective, fields.masked_fill(walls, 0.0).double(), steps, domain, seen)
+    return Refined(x.to(fields.dtype), values)
+
+
+def lbfgs(
+    objective: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    x: torch.Tensor,
+    steps: int,
+    domain: DomainGroup | None,
+    observe: Callable[[int, torch.Tensor], None],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` iterations of L-BFGS from ``x`` ``(b, ...)``, one independent problem per
+    sample (two-loop recursion, backtracking Armijo line search, every scalar per sample).
+
+    ``objective(x)`` returns the (replicated) values ``(b,)`` and the gradient on this rank's
+    part of ``x``; inner products are summed over ``domain``. Returns the last iterate and the
+    objective at each iterate ``(b, steps + 1)``. A sample whose step no longer lowers its
+    objective (converged to rounding) stays where it is.
+    """
+
+    def dot(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        d = (a * c).flatten(1).sum(1)  # (b,)
+        if domain is not None and domain.size > 1:
+            dist.all_reduce(d, group=domain.group)
+        return d
+
+    def per(v: torch.Tensor) -> torch.Tensor:  # (b,) -> (b, 1, ...) against x
+        return v.reshape(-1, *[1] * (x.ndim - 1))
+
+    f, g = objective(x)
+    values = [f]
+    observe(0, x)
+    pairs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    active = torch.ones_like(f, dtype=torch.bool)  # samples still moving
+    gamma = torch.zeros_like(f)  # s.y / y.y of each sample's last pair; 0: none yet
+    for k in range(1, steps + 1):
+        gg = dot(g, g)
+        active &= gg > 0
+        first = f.clamp_max(1.0) / gg.clamp_min(1e-300).sqrt()  # a first step of f's size
+        q, alphas = -g, []
+        for s, y, rho in reversed(pairs):
+            a = rho * dot(s, q)
+            alphas.append(a)
+            q = q - per(a) * y
+        q = q * per(torch.where(gamma > 0, gamma, first))  # H0 = gamma I, from the last pair
+        for (s, y, rho), a in zip(pairs, reversed(alphas), strict=True):
+            q = q + per(a - rho * dot(y, q)) * s
+        slope = dot(g, q)
+        uphill = slope >= 0  # not a descent direction: steepest descent this once
+        q = torch.where(per(uphill), -per(first) * g, q)
+        slope = torch.where(uphill, -first * gg, slope)
+        t = torch.ones_like(f)
+        accepted = ~active
+        nf, ng = f, g
+        for _ in range(HALVINGS):
+            tf, tg = objective(x + per(t) * q)
+            better = ~accepted & (tf <= f + ARMIJO * t * slope)
+            nf, ng = torch.where(better, tf, nf), torch.where(per(better), tg, ng)
+            accepted |= better
+            if bool(accepted.all()):
+                break
+            t = torch.where(accepted, t, 0.5 * t)
+        moved = active & accepted
+        active = moved
+        s = per(torch.where(moved, t, 0.0)) * q
+        y = ng - g
+        sy = dot(s, y)
+        keep = moved & (sy > 1e-12 * (dot(y, y) * dot(s, s)).sqrt())
+        # a sample's pair enters its memory only where its curvature is positive: elsewhere
+        # the pair is zero, which the two-loop recursion passes over (rho 0)
+        s, y = per(keep) * s, per(keep) * y
+        rho = torch.where(keep, 1.0 / torch.where(keep, sy, 1.0), 0.0)
+        gamma = torch.where(keep, sy / dot(y, y).clamp_min(1e-300), gamma)
+        pairs = [*pairs[-(HISTORY - 1) :], (s, y, rho)]
+        x = x + s
+        f, g = torch.where(moved, nf, f), torch.where(per(moved), ng, g)
+        values.append(f)
+        observe(k, x)
+        if not bool(active.any()):
+            break
+    values += [f] * (steps + 1 - len(values))
+    return x, torch.stack(values, dim=1)
+
+
+def refine_batch(
+    pred: torch.Tensor,
+    given: torch.Tensor,
+    batch: dict[str, Any],
+    layout: SlotLayout,
+    steps: int,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
+    observe: Callable[[str, torch.Tensor, int, torch.Tensor], None] | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The physical prediction ``pred`` ``(B, C_slots, T, X, Y, Z)`` of a batch whose physical
+    fields are ``given`` (the same shape) with the given values put in (input channels, the
+    initial state) and every family's rows refined by :func:`refine` (on the x ``slab`` of the
+    global grid, split over ``domain``).
+
+    Returns:
+        (refined prediction, ``{family: relative residual per iteration (b, steps + 1)}``).
+        ``observe(family, rows (b,), iteration, fields (b, C_f, T, X, Y, Z))``: see
+        :func:`refine`.
+    """
+    grid = batch["grid"]
+    slab = slab or Slab.whole(pred.shape[2:])
+    if slab.lo[0] > 0:
+        raise ValueError("refinement takes slabs of the whole time axis")
+    out, curves = pred.clone(), {}
+    for name, rows, fields, trivial, params in family_views(pred, given, batch, layout, slab):
+        slots = torch.tensor(layout.slot_indices(get_family(name), grid.dim), device=pred.device)
+        if grid.snapshots > 1:
+            fields = torch.cat([trivial[:, :, :1], fields[:, :, 1:]], dim=2)  # the given u(0)
+        seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
+        done = refine(
+            name,
+            fields,
+            trivial,
+            params,
+            batch["predicted"][rows[0], slots].bool(),
+            grid,
+            steps,
+            slab=slab,
+            domain=domain,
+            observe=seen,
+        )
+        out[rows[:, None], slots] = done.fields
+        curves[name] = done.residual
+    return out, curves
