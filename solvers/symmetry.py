@@ -94,22 +94,16 @@ class BoxSymmetry:
         return out.contiguous()
 
 
-def box_group(dim: int, fixed: Sequence[int] = ()) -> list[BoxSymmetry]:
-    """Every element of the ``dim``-dimensional box's symmetry group that leaves the axes in
-    ``fixed`` in place and unreflected (a split axis: a rank holding an x slab can apply only
-    those locally), the identity first."""
-    group = []
-    for perm in itertools.permutations(range(dim)):
-        if any(perm[a] != a for a in fixed if a < dim):
-            continue
-        for flips in itertools.product((False, True), repeat=dim):
-            if any(flips[a] for a in fixed if a < dim):
-                continue
-            group.append(BoxSymmetry(tuple(perm), tuple(flips)))
-    return group
+def box_group(dim: int) -> list[BoxSymmetry]:
+    """Every element of the ``dim``-dimensional box's symmetry group, the identity first."""
+    return [
+        BoxSymmetry(perm, flips)
+        for perm in itertools.permutations(range(dim))
+        for flips in itertools.product((False, True), repeat=dim)
+    ]
 
 
-def family_group(family: Family, dim: int, fixed: Sequence[int] = ()) -> list[BoxSymmetry]:
+def family_group(family: Family, dim: int) -> list[BoxSymmetry]:
     """:func:`box_group` for a box-symmetric ``family``; the identity alone for any other."""
-    group = box_group(dim, fixed)
+    group = box_group(dim)
     return group if family.box_symmetric else group[:1]

@@ -121,6 +121,7 @@ def predict_into(
     provenance: dict[str, Any],
     slab: Slab | None = None,
     symmetrize: bool = False,
+    domain: DomainGroup | None = None,
 ) -> None:
     """Predict the ok samples ``indices`` of ``source`` and write them at the same indices of
     ``target``.
@@ -131,7 +132,8 @@ def predict_into(
     the store's ``(T, C_f, X, Y, Z)`` only to write it. With a
     ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
     predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
-    commits each sample. ``symmetrize``: :func:`~pdeladder.trainer.training.validation.predict`'s.
+    commits each sample. ``symmetrize``, ``domain`` (the group of a ``slab``):
+    :func:`~pdeladder.trainer.training.validation.predict`'s.
     """
     layout = processor.layout
     family = get_family(source.family)
@@ -147,7 +149,8 @@ def predict_into(
     batch = make_batch(layout, source.family, grid, fields, records["params"][indices], solved=True)
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
-    pred = predict(model, processor, batch, slab, symmetrize)[:, slots]  # (B, C_f, T, X, Y, Z)
+    pred = predict(model, processor, batch, slab, symmetrize, domain)  # (B, C, T, X, Y, Z)
+    pred = pred[:, slots]  # (B, C_f, T, X, Y, Z)
     copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
     copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
     if grid.snapshots > 1:
@@ -350,7 +353,7 @@ def predict_groups(
             part = ok[start : start + job["batch_size"]]
             predict_into(
                 model, processor, source, target, part, records, provenance, slab,
-                symmetrize=job["provenance"]["symmetrized"],
+                symmetrize=job["provenance"]["symmetrized"], domain=domain,
             )  # fmt: skip
             if advance is not None:
                 advance(path, len(part))

@@ -12,18 +12,15 @@ from pdeladder.solvers.stencils import grad, interior, with_walls
 from pdeladder.solvers.symmetry import BoxSymmetry, box_group
 
 
-@pytest.mark.parametrize(("dim", "fixed", "size"), [(1, (), 2), (2, (), 8), (3, (), 48),
-                                                    (1, (0,), 1), (2, (0,), 2), (3, (0,), 8)])  # fmt: skip
-def test_group_sizes_identity_first_and_distinct_images(dim, fixed, size):
-    group = box_group(dim, fixed)
+@pytest.mark.parametrize(("dim", "size"), [(1, 2), (2, 8), (3, 48)])
+def test_group_sizes_identity_first_and_distinct_images(dim, size):
+    group = box_group(dim)
     assert len(group) == size and group[0].is_identity
     assert all(not g.is_identity for g in group[1:])
     shape = (1, 1, *[5 if a < dim else 1 for a in range(3)])
     field = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     images = {g.apply(field, ["s"], (), 1).numpy().tobytes() for g in group}
     assert len(images) == size  # a generic field tells every element apart
-    kept = [g for g in group if all(g.perm[a] == a and not g.flips[a] for a in fixed)]
-    assert kept == group
 
 
 @pytest.mark.parametrize("dim", [2, 3])

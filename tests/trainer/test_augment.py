@@ -1,8 +1,9 @@
 """The box's symmetries in training and inference, on solver data.
 
 Augmentation: every moved sample is the image of its solve under the element drawn for it (so an
-exact solution: its residual keeps its norm), the draws are a function of (seed, step, rank), a
-split x axis stays in place, and the normalised fields are made again from the moved ones.
+exact solution: its residual keeps its norm), the draws are a function of (seed, step, rank), and
+the normalised fields are made again from the moved ones (on x slabs over domain ranks:
+test_domain_symmetry.py).
 Symmetrized prediction: exactly equivariant where the model is not, and the default of
 ``evaluate`` and ``predict`` for a model trained on augmented batches."""
 
@@ -96,33 +97,6 @@ def test_draws_are_a_function_of_seed_step_and_rank(layout):
     assert any(a.elements("heat", 2, s, 4) != other.elements("heat", 2, s, 4) for s in range(5))
     seen = {g for s in range(40) for g in a.elements("burgers", 2, s, 4)}
     assert seen == set(box_group(2))  # every element is drawn
-
-
-def test_the_ranks_of_a_domain_group_move_their_slabs_alike(layout, batches):
-    """Each rank of a domain group moves its own x slab; together the slabs are the moved
-    sample, for every element drawn (the draw does not depend on the rank in the group)."""
-    processor = DataProcessor(layout)
-    for name in ("burgers", "advection_diffusion"):
-        batch = batches[name]
-        whole = Augmentation(processor, 7, rank=0, fixed=(0,))
-        for step in range(6):
-            parts = []
-            for lo, hi in ((0, 9), (9, 17)):  # two ranks' x slabs of the 17 points
-                part = {**batch, "fields": batch["fields"][:, :, :, lo:hi].contiguous()}
-                part["normalised"] = batch["normalised"][:, :, :, lo:hi]
-                moved = Augmentation(processor, 7, rank=0, fixed=(0,))(part, step)
-                parts.append(moved["fields"])
-            assert torch.equal(torch.cat(parts, dim=3), whole(batch, step)["fields"])
-
-
-def test_a_split_x_axis_stays_in_place(layout, batches):
-    augment = Augmentation(DataProcessor(layout), 7, 0, fixed=(0,))
-    seen = {g for s in range(40) for g in augment.elements("burgers", 2, s, 4)}
-    assert seen == set(box_group(2, fixed=(0,))) and len(seen) == 2
-    batch = batches["heat"]
-    for step in range(8):  # the x profile of each sample's y-mean is unchanged
-        moved = augment(batch, step)["fields"]
-        assert torch.allclose(moved.mean(dim=4), batch["fields"].mean(dim=4), atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["burgers", "advection_diffusion"])

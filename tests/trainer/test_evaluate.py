@@ -83,16 +83,19 @@ def test_evaluate_command_prints_baseline_and_ratio(
         assert text in result.output
 
 
+@pytest.mark.parametrize("symmetrize", [False, True])
 def test_two_domain_ranks_score_what_one_process_scores(
-    known_store, operator_checkpoint, tmp_path: Path
+    known_store, operator_checkpoint, tmp_path: Path, symmetrize
 ):
     """`evaluate --domain-ranks 2` runs the model on x slabs in two processes and scores the
-    stored predictions: every score equals the one-process evaluation's, and the prediction
-    store holds the evaluated (held-out) samples only."""
+    stored predictions: every score equals the one-process evaluation's, symmetrized too (the
+    x reflection moves the slabs, 5 and 4 points, across the ranks), and the prediction store
+    holds the evaluated (held-out) samples only."""
     url, paths = known_store.url, known_store.paths
     ckpt = operator_checkpoint(tmp_path / "model", url, paths)
-    one = evaluate_checkpoint(ckpt, url)
-    two = evaluate_checkpoint(ckpt, url, tmp_path / "eval", domain_ranks=2)
+    one = evaluate_checkpoint(ckpt, url, symmetrize=symmetrize)
+    two = evaluate_checkpoint(ckpt, url, tmp_path / "eval", domain_ranks=2, symmetrize=symmetrize)
+    assert one["symmetrized"] is two["symmetrized"] is symmetrize
     assert two["groups"].keys() == one["groups"].keys()
     for path, r in one["groups"].items():
         got = two["groups"][path]

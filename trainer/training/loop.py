@@ -263,8 +263,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
         domain=domain,
         normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
-    fixed = (0,) if domain is not None else ()  # a rank holds an x slab: x stays in place
-    augment = Augmentation(processor, cfg.seed, dp_rank, fixed)
+    augment = Augmentation(processor, cfg.seed, dp_rank, domain)
     si = cfg.self_improvement
     supervised, total = cfg.steps, cfg.total_steps
     per_epoch = len(data.plan(0))  # steps that visit every training sample once

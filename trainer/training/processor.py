@@ -22,6 +22,9 @@ from pdeladder.dataset.slots import Normaliser, SlotLayout
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import BoxSymmetry
+from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.distributed.symmetry import move
 
 
 class DataProcessor:
@@ -73,17 +76,28 @@ class DataProcessor:
         """The family of ``batch``'s samples (a batch is one group: one family and grid)."""
         return get_family(self.layout.families[int(batch["family"][0])])
 
-    def moved(self, batch: dict[str, Any], moves: Sequence[BoxSymmetry]) -> dict[str, Any]:
+    def moved(
+        self,
+        batch: dict[str, Any],
+        moves: Sequence[BoxSymmetry],
+        slab: Slab | None = None,
+        domain: DomainGroup | None = None,
+    ) -> dict[str, Any]:
         """``batch`` with sample ``i``'s fields moved by ``moves[i]``, a symmetry of the box
         (:mod:`pdeladder.solvers.symmetry`); its ``normalised`` fields, where it holds them,
-        made again from the moved ones. Parameters are unchanged."""
+        made again from the moved ones. Parameters are unchanged. On this rank's ``slab`` of a
+        sample split over ``domain``: its slab of the moved sample
+        (:func:`~pdeladder.trainer.distributed.symmetry.move`; every rank of the group passes
+        the same ``moves``)."""
         slots, fields, family = self.layout.slots, batch["fields"], self.family(batch)
-        pairs = zip(moves, fields, strict=True)  # each f is (T, C, X, Y, Z)
-        moved = torch.stack([g.apply(f, slots, family.vectors, channel_axis=1) for g, f in pairs])
-        out = {**batch, "fields": moved}
+        out = torch.empty_like(fields)  # (B, T, C, X, Y, Z)
+        for g in dict.fromkeys(moves):  # each element once, in the same order on every rank
+            rows = torch.tensor([i for i, m in enumerate(moves) if m == g], device=fields.device)
+            out[rows] = move(fields[rows], g, slots, family.vectors, 2, slab, domain)
+        moved = {**batch, "fields": out}
         if "normalised" in batch:
-            out["normalised"] = self.normaliser.normalise(moved, batch["family"], batch["present"])
-        return out
+            moved["normalised"] = self.normaliser.normalise(out, batch["family"], batch["present"])
+        return moved
 
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
         """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same order."""

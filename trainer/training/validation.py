@@ -14,6 +14,7 @@ from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.symmetry import family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.trainer.distributed.symmetry import move
 from pdeladder.trainer.losses.data import relative_errors
 from pdeladder.trainer.losses.equation import family_views, relative_residual
 from pdeladder.trainer.training.processor import DataProcessor
@@ -26,25 +27,29 @@ def predict(
     batch: dict[str, Any],
     slab: Slab | None = None,
     symmetrize: bool = False,
+    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device (on the
-    box ``slab`` of the global grid, default the whole grid).
+    box ``slab`` of the global grid, default the whole grid; on a sample split over ``domain``,
+    each rank its ``slab``).
 
     ``symmetrize``: for a box-symmetric family, the mean over the box's symmetry group of
     ``g⁻¹ model(g inputs)`` (:mod:`pdeladder.solvers.symmetry`; 2, 8 or 48 passes in 1D, 2D or
-    3D), which is equivariant exactly where the model is only approximately; on a slab, over
-    the elements that keep the split x axis in place.
+    3D), which is equivariant exactly where the model is only approximately; on slabs, the same
+    mean over the whole group, the elements that move x moving the slabs across the ``domain``
+    ranks (:func:`~pdeladder.trainer.distributed.symmetry.move`).
     """
     family = processor.family(batch)
-    fixed = (0,) if slab is not None else ()
-    group = family_group(family, batch["grid"].dim, fixed)[: None if symmetrize else 1]
+    group = family_group(family, batch["grid"].dim)[: None if symmetrize else 1]
     total = None
     for g in group:
-        moved = batch if g.is_identity else processor.moved(batch, [g] * len(batch["fields"]))
+        moved = batch
+        if not g.is_identity:
+            moved = processor.moved(batch, [g] * len(batch["fields"]), slab, domain)
         x, ids = processor.inputs(moved)
         pred = processor.physical(model(x, ids, slab=slab).float(), ids)
         if not g.is_identity:
-            pred = g.inverse().apply(pred, processor.layout.slots, family.vectors, channel_axis=1)
+            pred = move(pred, g.inverse(), processor.layout.slots, family.vectors, 1, slab, domain)
         total = pred if total is None else total + pred
     return total / len(group)
 
@@ -101,7 +106,7 @@ def held_out_sums(
         batch = processor.to_device(batch)
         grid = batch["grid"]
         slab = domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
-        pred = predict(model, processor, batch, slab)
+        pred = predict(model, processor, batch, slab, domain=domain)
         truth = processor.fields(batch)
         nrmse, residual = sample_scores(
             pred, truth, batch, processor.layout, slab=slab, domain=domain
