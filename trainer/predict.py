@@ -227,8 +227,8 @@ def predict_store(
     the prediction store), as ``evaluate`` does for the held-out samples.
 
     ``symmetrize``: write the model's mean over the box's symmetries
-    (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs, over those that keep x
-    in place; default: :func:`~pdeladder.trainer.training.validation.symmetrized`).
+    (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs too; default:
+    :func:`~pdeladder.trainer.training.validation.symmetrized`).
     """
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
