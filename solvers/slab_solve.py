@@ -7,14 +7,16 @@ every rank samples and writes its own slab, whole chunks, and no rank gathers th
 store protocol (:meth:`~pdeladder.dataset.writer.WritableGroup.write_slab`):
 
 1. rank 0 appends a placeholder sample to the group and :meth:`discard`\\ s it (status
-   missing), and sends its index to the others;
+   missing), and sends its index to the others; the placeholder's reason names the sample
+   (:func:`placeholder_reason`), so that the rerun of a killed solve takes that index again
+   (:func:`unfinished`) and the group verifies clean once it is committed;
 2. every rank solves its part and writes its slab (fields and their digests);
 3. after a barrier, rank 0 :meth:`commit`\\ s the sample: the only step that marks it ok.
 
 A rank that dies before the commit leaves the sample missing (``store verify`` reports "a write
-did not finish"); a solve that fails (on every rank alike) is recorded as failed. For a given
-K the sample is bitwise reproducible; across K it equals the serial solve within the bounds
-of ``docs/curriculum.md`` ("One sample on K ranks").
+did not finish") until the same command completes it; a solve that fails (on every rank alike)
+is recorded as failed. For a given K the sample is bitwise reproducible; across K it equals the
+serial solve within the bounds of ``docs/curriculum.md`` ("One sample on K ranks").
 """
 
 from mpi4py import MPI
@@ -119,6 +121,22 @@ def open_group(spec: dict[str, Any], ranks: int) -> Any:
     return store.require_group(spec["stage"], fam, grid, chunk_x=chunk_x_for(grid.shape[0], ranks))
 
 
+def placeholder_reason(params: Any, seed: int) -> str:
+    """The reason recorded for the placeholder of the sample of ``params`` and ``seed``: it
+    names the sample (kept by :meth:`discard` and :meth:`write_slab`, replaced by the commit)."""
+    return f"being solved in x slabs: seed {seed}, parameters {params.vector().tolist()}"
+
+
+def unfinished(group: Any, reason: str) -> int | None:
+    """The first uncommitted sample of ``group`` whose placeholder has ``reason``: the one an
+    interrupted solve of the same sample left, which the rerun completes at its index."""
+    pending = group.status() != fmt.OK
+    if not pending.any():
+        return None
+    hits = np.flatnonzero(pending & (group.column("reason", pending) == reason))
+    return int(hits[0]) if len(hits) else None
+
+
 def _existing_group(spec: dict[str, Any]) -> Any:
     from pdeladder.dataset.store import open_store
 
@@ -202,16 +220,13 @@ def main(argv: list[str]) -> int:
     elif rank == 0:
         group = open_group(spec, ranks)
         slabs = x_slabs(group, ranks)
-        # The index: a placeholder grows the group by one, then goes back to missing.
-        placeholder = Sample(
-            fam.name,
-            None,
-            grid,
-            params,
-            spec["seed"],
-            SolveStats(status="failed", reason=f"being solved on {ranks} ranks"),
-        )
-        index = group.append(placeholder)
+        # The index: an interrupted solve's of this sample, else a placeholder grows the group
+        # by one; either goes back to missing.
+        reason = placeholder_reason(params, spec["seed"])
+        index = unfinished(group, reason)
+        if index is None:
+            stats = SolveStats(status="failed", reason=reason)
+            index = group.append(Sample(fam.name, None, grid, params, spec["seed"], stats))
         group.discard(index)
     index, slabs = comm.bcast((index, slabs), root=0)
     slab_grid = SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)

@@ -187,10 +187,10 @@ _DYING = textwrap.dedent(
 
 
 @pytest.mark.mpi
-def test_a_rank_that_dies_leaves_no_committed_sample(tmp_path):
+def test_a_rank_that_dies_leaves_no_committed_sample_and_the_rerun_completes_it(tmp_path):
     from pdeladder.solvers.slab_solve import job
 
-    url = str(tmp_path / "store")
+    url, clean = str(tmp_path / "store"), str(tmp_path / "clean")
     grid = get_family("heat").grid(2, 9, 3)
     spec = json.dumps(job("heat", url, grid, {}, 0, "adhoc"))
     done = subprocess.run(
@@ -202,6 +202,42 @@ def test_a_rank_that_dies_leaves_no_committed_sample(tmp_path):
     (problems,) = store_problems(open_store(url)).values()
     problems = [p.message for p in problems]
     assert any("did not finish" in m for m in problems), problems
+    # the same command again: the sample at its index, as an undisturbed run writes it
+    args = ("--resolution", "9", "--snapshots", "3", "--ranks", "2")
+    assert _solve(url, *args)["index"] == 0 and _solve(clean, *args)["index"] == 0
+    assert_one_clean_sample(url, clean, group.path)
+
+
+def assert_one_clean_sample(url: str, clean: str, path: str) -> None:
+    """The group at ``path`` of ``url`` holds one ok sample, verifies clean, and equals the
+    one of the undisturbed store ``clean`` bit for bit."""
+    group = open_store(url).group(path)
+    assert list(group.status()) == [OK]
+    assert store_problems(open_store(url)) == {path: []}
+    np.testing.assert_array_equal(group.read(0), open_store(clean).group(path).read(0))
+    assert group.info(0)["seed"] == 0
+
+
+@pytest.mark.mpi
+def test_solve_on_ranks_killed_mid_solve_is_completed_by_the_rerun(tmp_path):
+    """SIGKILL of ``pdeladder solve --ranks 2`` once its sample is placed (status missing) and
+    while its ranks solve: the rerun writes the sample at that index, not at a new one."""
+    url, clean = str(tmp_path / "store"), str(tmp_path / "clean")
+    args = ("--dim", "3", "--resolution", "33", "--snapshots", "3", "--ranks", "2")
+    path = "adhoc/heat/3d_n33_t3"
+    cli = subprocess.Popen(
+        [PDELADDER, "solve", "heat", "--out", url, *args], env=ENV, stdout=subprocess.DEVNULL
+    )
+    placed = tmp_path / "store" / path / "status" / "c.0"
+    deadline = time.monotonic() + 120
+    while not placed.exists():
+        assert cli.poll() is None and time.monotonic() < deadline, "no sample was placed"
+        time.sleep(0.01)
+    cli.kill()
+    cli.wait()
+    assert list(open_store(url).group(path).status()) == [MISSING]  # killed before the commit
+    assert _solve(url, *args)["index"] == 0 and _solve(clean, *args)["index"] == 0
+    assert_one_clean_sample(url, clean, path)
 
 
 @pytest.mark.mpi
