@@ -70,11 +70,12 @@ def check_output(
     inputs: Iterable[str | os.PathLike],
     *,
     force: bool = False,
+    resume: bool = False,
 ) -> bool:
     """Refuse an ``out`` that overlaps ``inputs``, that is a file, or that is a non-empty
-    folder other than a previous output of ``command`` (that one unless ``force``). Returns
-    whether ``out`` holds a previous output of ``command``, which ``force`` replaces; touches
-    nothing."""
+    folder other than a previous output of ``command`` (that one unless ``force`` or
+    ``resume``). Returns whether ``out`` holds a previous output of ``command``, which
+    ``force`` replaces and ``resume`` keeps; touches nothing."""
     check_apart(out, inputs)
     fs, path, _, _ = _located(out)
     if not fs.exists(path):
@@ -87,7 +88,7 @@ def check_output(
     if previous != command:
         made = f"the output of `pdeladder {previous}`" if previous else "not a pdeladder output"
         raise UserInputError(f"{out}: is not empty and {made}; choose another --out")
-    if not force:
+    if not (force or resume):
         raise UserInputError(f"{out}: holds a previous output; pass --force to replace it")
     return True
 
@@ -98,13 +99,17 @@ def make_output(
     inputs: Iterable[str | os.PathLike],
     *,
     force: bool = False,
+    resume: bool = False,
     zarr: bool = False,
-) -> None:
+) -> bool:
     """Check ``out`` (:func:`check_output`), remove a previous output of ``command`` there
     (``force``), create the folder and write its marker (``zarr``: as the root group of a Zarr
-    store); call after every input check."""
+    store); call after every input check. With ``resume``, a previous output of ``command`` is
+    kept as it is, for the command to complete; returns whether it was."""
     inputs = list(inputs)
-    previous = check_output(out, command, inputs, force=force)
+    previous = check_output(out, command, inputs, force=force, resume=resume)
+    if previous and not force:
+        return True
     fs, path, _, _ = _located(out)
     if previous:
         fs.rm(path, recursive=True)
@@ -114,3 +119,4 @@ def make_output(
         fs.pipe_file(f"{path.rstrip('/')}/zarr.json", json.dumps(root).encode())
     else:
         fs.pipe_file(f"{path.rstrip('/')}/{MARKER}", json.dumps({"command": command}).encode())
+    return False

@@ -140,7 +140,7 @@ def export(
     held_out: Annotated[
         float, typer.Option(help="Held-out fraction, split as the trainer does (the-well).")
     ] = 0.1,
-    force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace a previous export in --out.")] = False,
 ) -> None:
     """Write samples in another tool's format: a ParaView time series of one sample (vtk:
     a .pvd of .vti files), one Well dataset per group (the-well: HDF5 per split) or one

@@ -80,3 +80,13 @@ def test_a_zarr_output_is_marked_in_its_root_attributes(tmp_path):
     store = open_store(str(out), "a")  # no foreign object in the hierarchy: zarr does not warn
     assert store.groups() == [] and dict(store.root.attrs)["format"] == "pdeladder"
     assert output_of(out) == "predict" and files(str(out)) == ["zarr.json"]
+
+
+def test_resume_keeps_a_previous_output_of_the_same_command_untouched(root):
+    out = f"{root}/out"
+    assert make_output(out, "cmd", [], resume=True) is False  # made new
+    put(f"{out}/part")
+    assert make_output(out, "cmd", [], resume=True) is True
+    assert files(out) == sorted([MARKER, "part"])
+    with pytest.raises(UserInputError, match="output of `pdeladder cmd`"):
+        make_output(out, "other", [], resume=True)

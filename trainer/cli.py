@@ -196,7 +196,9 @@ def predict(
         list[str] | None,
         typer.Option("--groups", help="Group path (repeatable; default: all the model knows)."),
     ] = None,
-    force: Annotated[bool, typer.Option(help="Replace a non-empty --out.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Replace a previous prediction in --out (else it is completed).")
+    ] = False,
     batch_size: Annotated[int, typer.Option(min=1, help="Samples predicted at once.")] = 8,
     device: Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1, ...")] = "cpu",
     domain_ranks: Annotated[

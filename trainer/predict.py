@@ -66,8 +66,9 @@ def knows(layout: SlotLayout, group: Group) -> bool:
 
 def check_out(out_url: str, store_url: str, checkpoint: str | Path, force: bool) -> None:
     """Make the prediction store's folder (:func:`~pdeladder.outputs.make_output`): never over
-    or around the source store or the model, over a previous prediction only with ``force``."""
-    make_output(out_url, "predict", [store_url, checkpoint], force=force, zarr=True)
+    or around the source store or the model; a previous prediction is replaced with ``force``,
+    else completed (its groups refuse another job's predictions: :func:`target_group`)."""
+    make_output(out_url, "predict", [store_url, checkpoint], force=force, resume=True, zarr=True)
 
 
 def target_group(
@@ -215,9 +216,11 @@ def predict_store(
 ) -> dict[str, int]:
     """Write the predictions of the model in ``checkpoint`` for ``groups`` of ``store_url``
     (default: every group the model knows) into a new store at ``out_url``; returns the samples
-    predicted per group. Bad input (no model there, an unknown group, a non-empty ``out_url``
-    without ``force``, more ``domain_ranks`` than cores or than a group's x axis allows) raises
-    before anything is written.
+    predicted per group. Bad input (no model there, an unknown group, an ``out_url`` over an
+    input or holding anything but a prediction, more ``domain_ranks`` than cores or than a
+    group's x axis allows) raises before anything is written. Into a previous prediction of the
+    same job, without ``force``, it completes that one: the samples ok there are kept (an
+    interrupted run resumes).
 
     ``domain_ranks > 1`` runs that many processes on gloo that split every sample along x: each
     reads, predicts and writes only its x slab (its spectral transforms summed over the group),
@@ -280,12 +283,13 @@ def predict_store(
             out, source, {**provenance, "source_group": path}, domain_ranks
         )
         status = chosen(source.status(), (samples or {}).get(path))
-        failed = np.flatnonzero(status == FAILED)
+        done = targets[path].status()  # a resumed prediction's samples are kept
+        failed = np.flatnonzero((status == FAILED) & (done != FAILED))
         if len(failed):
             records = {name: source.column(name) for name in ("params", "seed", "reason")}
             for i in failed:
                 copy_failure(source, targets[path], int(i), records)
-        pending[path] = (len(failed), int((status == OK).sum()))
+        pending[path] = (len(failed), int(((status == OK) & (done != OK)).sum()))
     job = {
         "checkpoint": str(checkpoint),
         "store": store_url,
@@ -349,6 +353,7 @@ def predict_groups(
             tiling = slab_tiling(grid, domain.size, model.config.padding)
             slab = tiling.slab((grid.snapshots, *grid.shape), rank)
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
+        ok = ok[target.status()[ok] != OK]  # those a resumed prediction has not written
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
             predict_into(
@@ -374,7 +379,7 @@ def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]]
         for r, log in enumerate(logs):
             with log.open("w") as err:
                 procs.append(subprocess.Popen(tied([*command, str(r)]), env=env, stderr=err))
-        shown = dict.fromkeys(targets, 0)
+        shown = {path: int((t.status() == OK).sum()) for path, (t, _) in targets.items()}
         while any(p.poll() is None for p in procs):
             time.sleep(0.5)
             for path, (target, _) in targets.items():

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 import traceback
 from pathlib import Path
@@ -204,12 +205,69 @@ def test_force_replaces_a_previous_prediction(known_store, operator_checkpoint, 
     args = ["predict", str(ckpt), "--store", known_store.url, "--out", str(out)]
     args += ["--groups", known_store.paths[0]]
     assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, args)  # without --force: completes it, nothing is left to do
+    assert again.exit_code == 0 and "wrote 0 predicted samples" in again.output
+    other = operator_checkpoint(tmp_path / "other", known_store.url, known_store.paths[:1])
+    result = subprocess.run([EXE, *args[:1], str(other), *args[2:]], capture_output=True, text=True)
+    assert result.returncode == 2 and "exists with another configuration" in result.stderr
     (out / "stale.txt").write_text("from before")
-    again = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
-    assert again.returncode == 2 and "pass --force" in again.stderr
     assert runner.invoke(app, [*args, "--force"]).exit_code == 0
     assert not (out / "stale.txt").exists()
     verify(str(out))
+
+
+# `pdeladder predict` that dies after two batches, as a SIGKILL leaves it: no cleanup at all.
+_DIES = textwrap.dedent(
+    """
+    from mpi4py import MPI  # noqa: F401
+
+    import os, sys
+    from pdeladder.cli import main
+    from pdeladder.trainer import predict
+
+    into, calls = predict.predict_into, []
+
+    def into_then_die(*args, **kwargs):
+        if len(calls) == 2:
+            os._exit(9)
+        calls.append(1)
+        into(*args, **kwargs)
+
+    predict.predict_into = into_then_die
+    sys.argv = ["pdeladder", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+def test_a_prediction_killed_half_way_resumes_to_the_undisturbed_bytes(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out, clean = str(tmp_path / "pred.zarr"), str(tmp_path / "clean.zarr")
+    args = ["predict", str(ckpt), "--store", known_store.url, "--batch-size", "2", "--out"]
+    died = subprocess.run([sys.executable, "-c", _DIES, *args, out], capture_output=True)
+    assert died.returncode == 9
+    (first, *_) = sorted(known_store.paths)
+    assert (open_store(out).group(first).status() == OK).sum() == 4  # two batches landed
+    landed = {f: f.stat().st_mtime_ns for f in Path(out, first, "fields").glob("c.0.*")}
+    rerun = subprocess.run([EXE, *args, out], capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"wrote {2 * known_store.samples - 4} predicted samples" in rerun.stdout
+    assert landed and {f: f.stat().st_mtime_ns for f in landed} == landed  # not redone
+    assert runner.invoke(app, [*args, clean]).exit_code == 0
+    verify(out)
+    resumed, undisturbed = open_store(out), open_store(clean)
+    assert resumed.groups() == undisturbed.groups() == sorted(known_store.paths)
+    for path in resumed.groups():
+        a, b = resumed.group(path), undisturbed.group(path)
+        assert list(a.status()) == list(b.status()) == [OK] * known_store.samples
+        for i in range(known_store.samples):
+            assert a.read(i).tobytes() == b.read(i).tobytes()
+            assert (a.info(i)["seed"], a.info(i)["params"]) == (
+                b.info(i)["seed"],
+                b.info(i)["params"],
+            )
 
 
 def test_an_appendable_group_is_predicted_at_its_current_size(
