@@ -2,7 +2,7 @@
 
 Issue 14 asks that every group the quick-start trains end at held-out nRMSE <= 0.2, with 2D heat
 and Darcy <= 0.05. ``make demo`` gives its stages 15 minutes on two cores; the sessions'
-measurements (docs/trainer.md, "Training recipe") show that those figures need more solved
+measurements (benchmarks/RESULTS.md, "Steps, then samples") show that those figures need more solved
 samples per group *and* more steps. This benchmark trains the quick-start curriculum as it is
 (model, stages, parameter ranges, settings) with every family's ``samples`` and every stage's
 ``training.steps`` multiplied by ``--samples`` and ``--steps``, and, in the same run, the

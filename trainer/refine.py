@@ -7,7 +7,7 @@ rule between snapshots, the walls completed by their conditions) over the predic
 one sample. What the sample is given stays as given: its input-role channels, its initial
 state (snapshot 0 of a time series) and the points of a zero wall, which hold their condition,
 0. The minimiser of that residual lies at the discretisation error from the solver's data
-(docs/trainer.md, "The residual that determines the solution"), so the iteration moves a
+(benchmarks/RESULTS.md, "The residual that determines the solution"), so the iteration moves a
 prediction whose error is larger than that toward the solution.
 
 Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is

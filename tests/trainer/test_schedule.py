@@ -1,4 +1,5 @@
-"""The learning-rate schedule and the recipe's defaults (docs/trainer.md, "Training recipe")."""
+"""The learning-rate schedule and the recipe's defaults (docs/trainer.md, "Training recipe";
+benchmarks/RESULTS.md, "What held the quick-start back")."""
 
 import itertools
 import math

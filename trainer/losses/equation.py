@@ -3,7 +3,7 @@
 The residual must determine the solution, not only vanish on it. Given the initial state, the
 trajectory that minimises the families' centred residual on the prediction as it is lies
 44-102 % (nRMSE) from the solver's data on 17² heat, Burgers and advection–diffusion, 3-16 %
-with the two changes below (docs/trainer.md, "The residual that determines the solution"):
+with the two changes below (benchmarks/RESULTS.md, "The residual that determines the solution"):
 
 - **one equation per snapshot interval**: :func:`step_residual`, the implicit midpoint rule
   ``(u_{k+1} - u_k) / Δt = F((u_k + u_{k+1}) / 2)`` between consecutive snapshots, the family's
@@ -26,7 +26,8 @@ contributes 1 and no gradient. Without the cap the term rewards moving *toward* 
 prediction wherever the stencil amplifies small errors: a Darcy pressure 27 % off its solution in
 rough coefficients has ``r ≈ 26`` (the solution itself 0.18 on 17²), and the quick-start's
 residual-weighted stage took its Darcy predictions to ``r ≈ 1``, the zero field's level, and
-worse than the mean field (docs/trainer.md, "Training recipe"). Logged values stay ``r``.
+worse than the mean field (benchmarks/RESULTS.md, "What else holds it back"). Logged values stay
+``r``.
 
 Split samples (DESIGN.md, "Domain parallelism"): each rank of the ``domain`` group holds the
 ``slab`` of the global grid. It extends its fields by halos as wide as the residual's stencils

@@ -15,7 +15,7 @@ parametrisation of checkpoints written before the choice existed). The state for
 decaying and moving families (Burgers, advection–diffusion) in far fewer steps: ``τ N`` has to
 cancel ``u(0)`` where a trajectory decays within its first snapshot, while the gain lets a family
 whose state stays near ``u(0)`` (heat) keep it without carrying it through the network
-(docs/trainer.md, "Training recipe").
+(benchmarks/RESULTS.md, "The output form").
 """
 
 from dataclasses import asdict, dataclass

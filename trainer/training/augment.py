@@ -2,7 +2,8 @@
 (:attr:`~pdeladder.solvers.family.Family.box_symmetric`) is moved by one element of the unit
 box's symmetry group (:mod:`pdeladder.solvers.symmetry`: reflections and axis permutations,
 vectors turned with the points), an exact solution with the same parameters. A 2D group of 128
-samples trains as up to 1024 distinct trajectories (docs/trainer.md, "Training recipe").
+samples trains as up to 1024 distinct trajectories (benchmarks/RESULTS.md, "Symmetry augmentation
+and symmetrized prediction").
 
 The element of sample ``i`` at ``step`` on data-parallel rank ``rank`` is a pure function of
 ``(seed, step, rank, i)``: a resumed run sees the batches it would have seen, and the ranks of

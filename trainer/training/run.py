@@ -105,8 +105,8 @@ def rank_threads(asked: int | str, workers: int) -> int:
     """CPU threads per rank: ``asked``, or (``auto``) every CPU this process may use when the
     stage trains in it (one worker), else the one CPU a Ray Train worker reserves. One process
     with two threads trains a quick-start refine step of batch 4 in about 0.65x the time of one
-    thread, with no gradient all-reduce and one optimizer step (docs/trainer.md, "Training
-    recipe")."""
+    thread, with no gradient all-reduce and one optimizer step (benchmarks/RESULTS.md, "One process
+    with a thread per core")."""
     if asked != "auto":
         return int(asked)
     return len(os.sched_getaffinity(0)) if workers == 1 else 1
@@ -345,7 +345,7 @@ def train_curriculum(
     ``domain_ranks`` (a number or ``"auto"``; default: each stage's ``training.domain_ranks``)
     splits every sample along x over that many workers (docs/trainer.md, "Domain parallelism");
     ``parallel`` (``auto``, ``ddp``, ``fsdp``) replicates or shards the parameters
-    (docs/trainer.md, "Training recipe").
+    (docs/trainer.md, "Training on Ray Train").
 
     ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
     stage's last checkpoint up to ``max_failures`` times; a stage trained in this process is not
