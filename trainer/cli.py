@@ -23,6 +23,15 @@ Symmetrize = Annotated[
         show_default=False,
     ),
 ]
+#: ``--refine`` of ``evaluate`` and ``predict`` (checked by ``refine.check_steps``: one line).
+Refine = Annotated[
+    str,
+    typer.Option(
+        metavar="N",
+        help="Improve each predicted rollout by N L-BFGS steps against its family's PDE "
+        "residual, the initial state, inputs and zero walls held (0: off).",
+    ),
+]
 
 
 def train(
@@ -130,6 +139,7 @@ def evaluate(
         ),
     ] = 1,
     symmetrize: Symmetrize = None,
+    refine: Refine = "0",
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -138,6 +148,7 @@ def evaluate(
         convention_tables,
         evaluate_checkpoint,
         ratio_cell,
+        refinement_rows,
     )
 
     report = evaluate_checkpoint(
@@ -147,6 +158,7 @@ def evaluate(
         metrics=metrics.value,
         domain_ranks=domain_ranks,
         symmetrize=symmetrize,
+        refine=refine,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -154,6 +166,14 @@ def evaluate(
     console = Console()
     if metrics in (Metrics.ours, Metrics.all):
         console.print(ours_table(report, channel_cell, ratio_cell))
+    if rows := refinement_rows(report):
+        table = Table(
+            "group", "unrefined", "refined", "ratio", "residual before / after", "s / sample",
+            title=f"Refinement at inference: {report['refine_steps']} steps against the residual",
+        )  # fmt: skip
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
     for title, header, rows in convention_tables(report):
         table = Table(*header, title=title)
         for row in rows:
@@ -205,6 +225,7 @@ def predict(
         int, typer.Option(min=1, help="Processes that split each sample along x, each its slab.")
     ] = 1,
     symmetrize: Symmetrize = None,
+    refine: Refine = "0",
 ) -> None:
     """Write the model's predicted rollouts into a store of the same format as --store (same
     groups, parameters, seeds and coordinates; fields = prediction)."""
@@ -233,6 +254,7 @@ def predict(
             progress=progress,
             domain_ranks=domain_ranks,
             symmetrize=symmetrize,
+            refine=refine,
         )
     finally:
         if bar.live.is_started:

@@ -30,6 +30,7 @@ import itertools
 import json
 import math
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,11 @@ from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.outputs import check_apart
+from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import knows, predict_store
+from pdeladder.trainer.refine import check_steps, refine_batch
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, sample_scores, symmetrized
 
@@ -248,6 +251,7 @@ def evaluate_checkpoint(
     metrics: str = "ours",
     domain_ranks: int = 1,
     symmetrize: bool | None = None,
+    refine: int | str = 0,
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
@@ -260,7 +264,13 @@ def evaluate_checkpoint(
 
     ``symmetrize``: score the model's mean over the box's symmetries
     (:func:`~pdeladder.trainer.training.validation.predict`; default:
-    :func:`~pdeladder.trainer.training.validation.symmetrized`)."""
+    :func:`~pdeladder.trainer.training.validation.symmetrized`).
+
+    ``refine``: score the predictions improved by that many iterations against each family's
+    residual (:mod:`pdeladder.trainer.refine`); each group's report then also holds the
+    unrefined scores (``unrefined``) and the refinement's nRMSE after every iteration and its
+    time per sample (``refinement``; the curve only in one process)."""
+    refine = check_steps(refine)
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     if out_dir is not None:
@@ -295,19 +305,33 @@ def evaluate_checkpoint(
                 pred_url = str(Path(out_dir, "predictions.zarr"))
             else:
                 pred_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
-            predict_store(
-                checkpoint, store_url, pred_url, list(chosen), force=True,
+            job = dict(
                 domain_ranks=domain_ranks, samples={p: c[4].tolist() for p, c in chosen.items()},
-                symmetrize=symmetrize,
+                symmetrize=symmetrize, force=True,
             )  # fmt: skip
+            started = time.perf_counter()
+            predict_store(checkpoint, store_url, pred_url, list(chosen), refine=refine, **job)
+            seconds = time.perf_counter() - started
+            if refine:
+                plain_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
+                started = time.perf_counter()
+                predict_store(checkpoint, store_url, plain_url, list(chosen), **job)
+                seconds -= time.perf_counter() - started  # the refinement's share
+                per_sample = seconds / sum(len(c[4]) for c in chosen.values())
         groups, plots = {}, []
         for path, (g, seen, data, train, test) in chosen.items():
             batch = data.load(path, test)
             truth = processor.fields(batch)
+            refinement = None
             if domain_ranks > 1:
                 pred = stored_prediction(processor, pred_url, path, test)
+                if refine:
+                    plain = stored_prediction(processor, plain_url, path, test)
+                    refinement = {"steps": refine, "seconds_per_sample": per_sample}
             else:
                 pred = predict(model, processor, batch, symmetrize=symmetrize)
+                if refine:
+                    plain, (pred, refinement) = pred, refined(pred, truth, batch, layout, refine)
             mean, baseline = None, "persistence"
             if g.grid.snapshots == 1:
                 mean = mean_field(processor, data, path, train)
@@ -316,6 +340,12 @@ def evaluate_checkpoint(
                 pred, truth, batch, layout, baseline_prediction(truth, mean), CONVENTIONS[metrics]
             )
             report["baseline"] = baseline
+            if refinement is not None:
+                unrefined = group_report(
+                    plain, truth, batch, layout, baseline_prediction(truth, mean)
+                )
+                report["unrefined"] = {k: unrefined[k] for k in ("nrmse", "ratio", "residual")}
+                report["refinement"] = refinement
             fam_dim = f"{g.family}/{g.grid.dim}d"
             report["kind"] = (
                 "held_out" if seen else ("other_resolution" if fam_dim in trained_res else "unseen")
@@ -330,9 +360,14 @@ def evaluate_checkpoint(
         for key in FAMILY_SCORES:
             f[key] += r[key] * r["samples"]
         f["samples"] += r["samples"]
+        if "unrefined" in r:
+            f["unrefined_nrmse"] = (
+                f.get("unrefined_nrmse", 0.0) + r["unrefined"]["nrmse"] * r["samples"]
+            )
     for f in families.values():
-        for key in FAMILY_SCORES:
-            f[key] /= f["samples"]
+        for key in (*FAMILY_SCORES, "unrefined_nrmse"):
+            if key in f:
+                f[key] /= f["samples"]
         f["ratio"] = ratio(f["nrmse"], f["baseline_nrmse"])
         f["beats_baseline"] = beats(f["nrmse"], f["baseline_nrmse"])
     report = {
@@ -340,12 +375,36 @@ def evaluate_checkpoint(
         "store": store_url,
         "metrics": metrics,
         "symmetrized": symmetrize,
+        "refine_steps": refine,
         "families": families,
         "groups": groups,
     }
     if out_dir is not None:
         write_report(report, plots, layout, Path(out_dir))
     return report
+
+
+def refined(
+    pred: torch.Tensor, truth: torch.Tensor, batch: dict[str, Any], layout: SlotLayout, steps: int
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """``pred`` ``(B, C, T, X, Y, Z)`` refined by ``steps`` iterations
+    (:func:`~pdeladder.trainer.refine.refine_batch`), and the refinement's record: its steps,
+    wall seconds per sample and the group's nRMSE after each iteration (``curve``, from 0)."""
+    errors = torch.zeros(steps + 1, *pred.shape[:2], dtype=torch.float64)  # (steps + 1, B, C)
+
+    def observe(name: str, rows: torch.Tensor, k: int, fields: torch.Tensor) -> None:
+        slots = layout.slot_indices(get_family(name), batch["grid"].dim)
+        mask = batch["predicted"][rows][:, slots]
+        errors[k, rows[:, None], slots] = channel_nrmse(
+            fields.float(), truth[rows][:, slots], mask
+        ).double()
+
+    started = time.perf_counter()
+    out, _ = refine_batch(pred, truth, batch, layout, steps, observe=observe)
+    seconds = (time.perf_counter() - started) / len(pred)
+    predicted = batch["predicted"].to(torch.float64)
+    curve = (errors * predicted).sum((1, 2)) / predicted.sum()
+    return out, {"steps": steps, "seconds_per_sample": seconds, "curve": curve.tolist()}
 
 
 def stored_prediction(
@@ -416,6 +475,48 @@ def convention_tables(report: dict[str, Any]) -> list[tuple[str, list[str], list
     return tables
 
 
+def refinement_rows(report: dict[str, Any]) -> list[list[str]]:
+    """One row per refined group: its nRMSE unrefined and refined, their ratio, the residual
+    before and after, and the refinement's seconds per sample."""
+    rows = []
+    for path, r in report["groups"].items():
+        if "refinement" in r:
+            u = r["unrefined"]
+            rows.append([
+                path, f"{u['nrmse']:.4g}", f"{r['nrmse']:.4g}", f"{r['nrmse'] / u['nrmse']:.3g}",
+                f"{u['residual']:.3g} / {r['residual']:.3g}",
+                f"{r['refinement']['seconds_per_sample']:.3g}",
+            ])  # fmt: skip
+    return rows
+
+
+def plot_refinement(report: dict[str, Any], file: Path) -> None:
+    """nRMSE against refinement steps, one curve per group (those refined in one process)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {
+        p: r["refinement"]["curve"]
+        for p, r in report["groups"].items()
+        if "curve" in r.get("refinement", {})
+    }
+    if not curves:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for path, curve in curves.items():
+        ax.semilogy(range(len(curve)), curve, label=path)
+    ax.set_xlabel("refinement step (L-BFGS iteration)")
+    ax.set_ylabel("held-out nRMSE")
+    ax.set_title("Refinement at inference against the PDE residual")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(file, dpi=110)
+    plt.close(fig)
+
+
 def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: Path) -> None:
     """``report.json``, ``report.md`` and one prediction/truth/error PNG per group."""
     import matplotlib
@@ -456,6 +557,18 @@ def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: P
             f"({r['baseline']}) | {ratio_cell(r)} | {channel_cell(r)} | {r['residual']:.3g} "
             f"({r['residual_of_data']:.3g}) | {b} | {cons} | {bnd} |"
         )
+    if refinements := refinement_rows(report):
+        lines += [
+            "",
+            f"Refinement at inference ({report['refine_steps']} L-BFGS steps against the "
+            "residual): nRMSE before and after, seconds per sample.",
+            "",
+            "| group | unrefined | refined | refined / unrefined | residual before / after | "
+            "s per sample |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += ["| " + " | ".join(row) + " |" for row in refinements]
+        plot_refinement(report, out / "refinement.png")
     for title, header, rows in convention_tables(report):
         lines += ["", title, "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]

@@ -43,6 +43,7 @@ from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.refine import check_steps, refine_batch
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import predict, symmetrized
 
@@ -123,6 +124,7 @@ def predict_into(
     slab: Slab | None = None,
     symmetrize: bool = False,
     domain: DomainGroup | None = None,
+    refine: int = 0,
 ) -> None:
     """Predict the ok samples ``indices`` of ``source`` and write them at the same indices of
     ``target``.
@@ -134,7 +136,9 @@ def predict_into(
     ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
     predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
     commits each sample. ``symmetrize``, ``domain`` (the group of a ``slab``):
-    :func:`~pdeladder.trainer.training.validation.predict`'s.
+    :func:`~pdeladder.trainer.training.validation.predict`'s. ``refine``: iterations of
+    :func:`~pdeladder.trainer.refine.refine_batch` on each prediction (on the slab, with the
+    domain group), recorded in each sample's provenance.
     """
     layout = processor.layout
     family = get_family(source.family)
@@ -151,6 +155,15 @@ def predict_into(
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
     pred = predict(model, processor, batch, slab, symmetrize, domain)  # (B, C, T, X, Y, Z)
+    refinement = {}
+    if refine:
+        given = processor.fields(batch)
+        pred, curves = refine_batch(pred, given, batch, layout, refine, slab=slab, domain=domain)
+        (curve,) = curves.values()  # (B, refine + 1): one group, one family
+        refinement = {
+            k: {"steps": refine, "residual": [float(curve[k, 0]), float(curve[k, -1])]}
+            for k in range(len(indices))
+        }
     pred = pred[:, slots]  # (B, C_f, T, X, Y, Z)
     copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
     copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
@@ -170,6 +183,8 @@ def predict_into(
         params = family.Params.from_vector(records["params"][i])
         solved = json.loads(records["provenance"][i] or "{}")
         prov = {**provenance, "source_index": int(i), "source_provenance": solved}
+        if refinement:
+            prov["refinement"] = refinement[k]
         sample = Sample(
             source.family,
             None if slab is not None else np.ascontiguousarray(out[k], dtype=np.float32),
@@ -213,6 +228,7 @@ def predict_store(
     domain_ranks: int = 1,
     samples: dict[str, list[int]] | None = None,
     symmetrize: bool | None = None,
+    refine: int = 0,
 ) -> dict[str, int]:
     """Write the predictions of the model in ``checkpoint`` for ``groups`` of ``store_url``
     (default: every group the model knows) into a new store at ``out_url``; returns the samples
@@ -232,7 +248,12 @@ def predict_store(
     ``symmetrize``: write the model's mean over the box's symmetries
     (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs too; default:
     :func:`~pdeladder.trainer.training.validation.symmetrized`).
+
+    ``refine``: improve each prediction by that many iterations against its family's residual
+    (:mod:`pdeladder.trainer.refine`; on x slabs with halos, no gather), recorded in the
+    group's ``prediction`` attribute and each sample's provenance.
     """
+    refine = check_steps(refine)
     if batch_size < 1:
         raise UserInputError(f"batch size must be positive, got {batch_size}")
     if not 1 <= domain_ranks <= (os.cpu_count() or 1):
@@ -275,6 +296,7 @@ def predict_store(
         "source_store": store_url,
         "domain_ranks": domain_ranks,
         "symmetrized": symmetrize,
+        "refine_steps": refine,
     }
     targets, pending = {}, {}
     for path in paths:
@@ -359,6 +381,7 @@ def predict_groups(
             predict_into(
                 model, processor, source, target, part, records, provenance, slab,
                 symmetrize=job["provenance"]["symmetrized"], domain=domain,
+                refine=job["provenance"]["refine_steps"],
             )  # fmt: skip
             if advance is not None:
                 advance(path, len(part))

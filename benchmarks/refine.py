@@ -1,0 +1,101 @@
+"""Refinement at inference, measured on a trained model and its store (not a CI test).
+
+``evaluate --refine N`` improves each predicted rollout by N L-BFGS steps against its family's
+PDE residual (trainer/refine.py). This benchmark scores a checkpoint on every group of a store
+the model knows (``evaluate_checkpoint``: the held-out samples of the groups it trained on, at
+most 16 per group), unrefined and refined, and prints per group:
+
+- the persistence baseline (steady Darcy: the training mean field), the model's nRMSE, the
+  refined nRMSE after each of ``--steps``' counts (the curve of one refinement of the largest)
+  and the improvement factor unrefined / refined at the largest;
+- the refinement's wall time per sample against the FEM solve of the group's samples (the
+  family's solver on the same grid, parameters and seeds, re-solved in this run after one
+  warm-up solve that compiles the forms), and their ratio.
+
+The issue's targets (31, item 4): >= 2x lower nRMSE on every time-dependent family at <= 10x
+the FEM solve's wall time. Writes ``refine.json`` and ``refine.png`` (nRMSE against steps, one
+curve per group) into ``--out``.
+
+``python benchmarks/refine.py --checkpoint runs/quickstart/stages/refine/model
+--store stores/quickstart.zarr [--steps 25,50,100,200] [--out runs/bench-refine]``
+(``make demo`` leaves that model and store).
+"""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from pdeladder.dataset.store import open_store
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer import evaluate_checkpoint
+from pdeladder.trainer.evaluate import plot_refinement
+
+#: Samples of each group re-solved to time the FEM solve.
+SOLVES = 4
+
+
+def solve_seconds(store_url: str, path: str) -> float:
+    """Wall seconds per FEM solve of group ``path``'s first samples (after one warm-up)."""
+    group = open_store(store_url).group(path)
+    fam = get_family(group.family)
+    params, seeds = group.params(), group.column("seed")
+    fam.run(fam.Params.from_vector(params[0]), group.grid, int(seeds[0]))  # forms compiled
+    start = time.perf_counter()
+    n = min(SOLVES, len(seeds))
+    for i in range(n):
+        fam.run(fam.Params.from_vector(params[i]), group.grid, int(seeds[i]))
+    return (time.perf_counter() - start) / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", type=Path, required=True)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--steps", default="25,50,100,200", help="step counts reported")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-refine"))
+    args = ap.parse_args()
+    counts = sorted({int(s) for s in args.steps.split(",")})
+    report = evaluate_checkpoint(args.checkpoint, args.store, refine=counts[-1])
+    rows = {}
+    for path, r in report["groups"].items():
+        curve, refinement = r["refinement"]["curve"], r["refinement"]
+        fem = solve_seconds(args.store, path)
+        rows[path] = {
+            "baseline": r["baseline_nrmse"],
+            "unrefined": r["unrefined"]["nrmse"],
+            "refined": {n: curve[n] for n in counts},
+            "improvement": r["unrefined"]["nrmse"] / r["nrmse"],
+            "refine_s": refinement["seconds_per_sample"],
+            "fem_s": fem,
+            "time_ratio": refinement["seconds_per_sample"] / fem,
+            "samples": r["samples"],
+            "steady": open_store(args.store).group(path).grid.snapshots == 1,
+        }
+    table = Table(
+        "group", "baseline", "model",
+        *[f"refined {n}" for n in counts],
+        "model / refined", "refine s", "FEM s", "time ratio",
+        title=f"Refinement at inference ({args.checkpoint}); nRMSE on held-out samples",
+    )  # fmt: skip
+    for path, row in rows.items():
+        table.add_row(
+            path, f"{row['baseline']:.3g}", f"{row['unrefined']:.3g}",
+            *[f"{v:.3g}" for v in row["refined"].values()],
+            f"{row['improvement']:.2f}x" + (" (steady)" if row["steady"] else ""),
+            f"{row['refine_s']:.3g}", f"{row['fem_s']:.3g}", f"{row['time_ratio']:.0f}x",
+        )  # fmt: skip
+    Console(width=200).print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "refine.json").write_text(json.dumps({"groups": rows, "steps": counts}, indent=2))
+    plot_refinement(report, args.out / "refine.png")
+    print(f"written: {args.out / 'refine.json'}, {args.out / 'refine.png'}")
+
+
+if __name__ == "__main__":
+    main()

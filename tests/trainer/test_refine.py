@@ -1,0 +1,185 @@
+"""Refinement at inference: a prediction improved against its family's residual moves toward the
+solver's data, never changes what the sample gives (inputs, initial state, zero walls), is the
+same on x slabs as on one process, and `predict`/`evaluate --refine` record it."""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from pdeladder.cli import app
+from pdeladder.dataset.collate import make_batch
+from pdeladder.dataset.slots import SlotLayout
+from pdeladder.dataset.store import open_store
+from pdeladder.errors import UserInputError
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.metrics import nrmse
+from pdeladder.trainer.predict import predict_store
+from pdeladder.trainer.refine import check_steps, refine_batch
+from pdeladder.trainer.training.processor import DataProcessor
+
+runner = CliRunner()
+EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+
+
+def solved(name: str, draws: list[tuple[int, dict]], n: int = 17, snapshots: int = 9):
+    """Real 2D solves of ``name`` (one per ``(seed, params)``): batch, layout, physical fields
+    ``(B, C, T, X, Y, Z)``."""
+    fam = get_family(name)
+    grid = fam.grid(2, n, snapshots)
+    samples = [fam.run(fam.parse_params(p), grid, seed=s) for s, p in draws]
+    layout = SlotLayout.for_families([name], [2])
+    fields = np.stack([s.fields for s in samples])
+    layout.set_normalisation({name: {c.name: (0.0, 1.0) for c in fam.channels_for(2)}})
+    params = np.stack([s.params.vector() for s in samples])
+    batch = make_batch(layout, name, grid, fields, params, solved=True)
+    return batch, layout, DataProcessor(layout).fields(batch)
+
+
+def smoothly_wrong(truth: torch.Tensor, size: float = 0.2) -> torch.Tensor:
+    """``truth`` plus a large-scale error growing in time (``size`` of its spread at t_end)
+    and a small grid-scale one: what a model's held-out error is made of."""
+    _, _, t, x, y, _ = truth.shape
+    torch.manual_seed(0)
+    s = torch.linspace(0, 1, x)[:, None] * torch.linspace(0, 1, y)[None, :]
+    bump = torch.sin(torch.pi * s) * torch.cos(torch.pi * torch.linspace(0, 1, y))[None, :]
+    grow = torch.linspace(0, 1, t)[:, None, None]
+    wrong = truth + size * truth.std() * (grow * bump)[None, None, ..., None]
+    return wrong + 0.02 * truth.std() * torch.randn_like(truth)
+
+
+def error(pred: torch.Tensor, truth: torch.Tensor, batch) -> float:
+    return float(nrmse(pred, truth)[batch["predicted"]].mean())
+
+
+@pytest.fixture(scope="module")
+def burgers():
+    return solved("burgers", [(1, {"viscosity": 0.1}), (2, {"viscosity": 0.05})])
+
+
+def test_refinement_moves_a_wrong_heat_rollout_to_the_solution():
+    """A 2D heat rollout 5 % off (initial states the 17² grid resolves): 150 steps take its
+    nRMSE down 5x, to the residual's minimiser (1 % from the solve), and the residual by orders
+    of magnitude; each sample's result does not depend on its batch."""
+    draws = [(s, {"diffusivity": d, "ic_length_scale": 0.3}) for s, d in ((1, 0.02), (2, 0.05))]
+    batch, layout, truth = solved("heat", draws)
+    wrong = smoothly_wrong(truth)
+    out, curves = refine_batch(wrong, truth, batch, layout, 150)
+    before, after = error(wrong, truth, batch), error(out, truth, batch)
+    assert before > 0.04
+    assert after < before / 5
+    residual = curves["heat"]
+    assert residual.shape == (2, 151)
+    assert (residual[:, -1] < 1e-2 * residual[:, 0]).all()
+    assert (residual[:, 1:] <= residual[:, :-1]).all()  # every step lowers it (or stops)
+    one = {k: v[:1] if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    alone, _ = refine_batch(wrong[:1], truth[:1], one, layout, 150)
+    torch.testing.assert_close(alone, out[:1], rtol=1e-5, atol=1e-6)
+
+
+def test_refinement_holds_the_initial_state_and_the_zero_walls(burgers):
+    """Burgers (zero walls on both velocity components): snapshot 0 stays the given one bit for
+    bit, wall points after it are 0 exactly, and the interior moves toward the solution."""
+    batch, layout, truth = burgers
+    wrong = smoothly_wrong(truth)
+    wrong[:, :, 0] += 0.1  # a model's snapshot 0 is not the given one: the given one is kept
+    out, _ = refine_batch(wrong, truth, batch, layout, 60)
+    slots = batch["predicted"][0].nonzero().squeeze(1)
+    assert torch.equal(out[:, slots, 0], truth[:, slots, 0])
+    later = out[:, slots, 1:]
+    for walls in (later[..., 0, :, :], later[..., -1, :, :], later[..., 0, :], later[..., -1, :]):
+        assert torch.count_nonzero(walls) == 0
+    assert error(out, truth, batch) < error(wrong, truth, batch)
+
+
+def test_refinement_keeps_the_input_channels():
+    """Darcy (steady): the permeability, an input, is never changed (neither the model's copy
+    of it); the pressure moves toward the solution (slowly: for an elliptic problem the
+    residual weighs large-scale errors least)."""
+    batch, layout, truth = solved("darcy", [(3, {}), (4, {})], snapshots=1)
+    wrong = truth.clone()
+    predicted = batch["predicted"][0]
+    wrong[:, predicted] = 0.5 * truth[:, predicted]
+    wrong[:, ~predicted] += 1.0  # a model's copy of an input is not used either
+    out, _ = refine_batch(wrong, truth, batch, layout, 100)
+    assert torch.equal(out[:, ~predicted], truth[:, ~predicted])
+    assert error(out, truth, batch) < 0.95 * error(wrong, truth, batch)
+
+
+@pytest.mark.parametrize("bad", ["-1", "1.5", "abc", "", "²", True])
+def test_a_bad_number_of_steps_is_one_clear_error(bad):
+    with pytest.raises(UserInputError, match="--refine must be a whole number"):
+        check_steps(bad)
+    assert check_steps("12") == 12 and check_steps(0) == 0
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_bad_refine_on_the_command_line_is_one_line_exit_2_nothing_written(
+    command, known_store, operator_checkpoint, tmp_path: Path
+):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = tmp_path / "out"
+    args = [command, str(ckpt), "--store", known_store.url, "--out", str(out), "--refine", "-3"]
+    result = subprocess.run([EXE, *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "error: --refine must be a whole number of steps >= 0, got '-3'"
+    assert not out.exists()
+
+
+def test_predict_refine_on_two_domain_ranks_equals_one_process_and_is_recorded(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    """`predict --refine` on x slabs of two processes writes what one process writes (to 1e-5:
+    the iteration's reductions are summed over the ranks), and each sample's provenance holds
+    the steps and the residual before and after, which fell."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    outs = {}
+    for k in (1, 2):
+        outs[k] = str(tmp_path / f"pred{k}.zarr")
+        predict_store(ckpt, known_store.url, outs[k], domain_ranks=k, refine=20)
+    one, two = open_store(outs[1]), open_store(outs[2])
+    plain = str(tmp_path / "plain.zarr")
+    predict_store(ckpt, known_store.url, plain)
+    for path in known_store.paths:
+        a, b = one.group(path), two.group(path)
+        assert a.attrs["prediction"]["refine_steps"] == 20
+        moved = 0.0
+        for i in range(known_store.samples):
+            np.testing.assert_allclose(a.read(i), b.read(i), rtol=1e-5, atol=1e-5)
+            moved = max(
+                moved, float(np.abs(a.read(i) - open_store(plain).group(path).read(i)).max())
+            )
+            record = json.loads(a.column("provenance")[i])["refinement"]
+            assert record["steps"] == 20
+            assert record["residual"][1] < record["residual"][0]
+        assert moved > 1e-3  # the refinement changed the prediction
+
+
+def test_evaluate_refine_reports_both_and_draws_the_curve(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out = tmp_path / "eval"
+    args = ["evaluate", str(ckpt), "--store", known_store.url, "--out", str(out), "--refine", "5"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, "".join(traceback.format_exception(result.exception))
+    assert "Refinement at inference: 5 steps" in result.output
+    report = json.loads((out / "report.json").read_text())
+    for r in report["groups"].values():
+        assert len(r["refinement"]["curve"]) == 6
+        assert r["refinement"]["curve"][-1] == pytest.approx(r["nrmse"], rel=1e-4)
+        assert r["residual"] < r["unrefined"]["residual"]
+    assert (out / "refinement.png").stat().st_size > 10_000
+    assert "Refinement at inference" in (out / "report.md").read_text()
+    same = evaluate_checkpoint(ckpt, known_store.url, refine=0)
+    assert all("refinement" not in r for r in same["groups"].values())
