@@ -20,7 +20,7 @@ class LearningRate(BaseModel):
     ``constant``, ``cosine`` decay to ``final`` at the last step, or ``step`` decay by ``gamma``
     every ``step_size`` steps.
 
-    The defaults are the measured recipe (docs/trainer.md, "Training recipe"): AdamW at 1e-3
+    The defaults are the measured recipe (benchmarks/RESULTS.md, "What held the quick-start back"): AdamW at 1e-3
     left the operator far from fitting its own training set in a few hundred steps (2D Burgers,
     400 steps: held-out nRMSE 0.94, 3e-3 with a 20-step warm-up: 0.37)."""
 
@@ -69,15 +69,23 @@ class SelfImprovement(BaseModel):
     The defaults keep the data term whole and the residual small: on the quick-start's 2D
     groups, 50 steps at residual 1.0 with the data at 0.2 lowered the held-out residual and
     raised the held-out nRMSE of every family (by 0.7-2.1 points), at residual 0.1 with the data
-    at 1.0 the nRMSE stayed within 0.0011 of 50 more data-only steps (docs/trainer.md,
-    "Training recipe")."""
+    at 1.0 the nRMSE stayed within 0.0011 of 50 more data-only steps (benchmarks/RESULTS.md,
+    "The self-improvement phase's weights")."""
 
     model_config = FROZEN
 
     steps: int = Field(ge=1)
-    residual_weight: float = Field(0.1, gt=0)
+    residual_weight: float = Field(0.1, ge=0)
     data_anchor_weight: float = Field(1.0, ge=0)
     samples: int = Field(ge=1, description="parameter points drawn per family")
+    refine_steps: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="give each draw a target: its residual's minimiser, this many L-BFGS steps "
+        "from the initial state held (0: no targets, the residual alone)",
+    )
+    target_weight: float = Field(1.0, ge=0, description="weight of the data loss on the targets")
 
 
 class Training(BaseModel):

@@ -29,12 +29,16 @@ class ResidualPhase:
     """The self-improvement phase after a stage's supervised steps (the curriculum's
     ``training.self_improvement``, in the curriculum module's terms, which the workers do not
     import): ``steps`` steps on ``samples`` unsolved draws per stage group, each minimising
-    ``residual_weight`` x residual + ``data_anchor_weight`` x the data loss of a solver batch."""
+    ``residual_weight`` x residual + ``data_anchor_weight`` x the data loss of a solver batch
+    + ``target_weight`` x the data loss against each draw's target, where ``refine_steps`` > 0:
+    its residual's minimiser (:class:`~pdeladder.trainer.training.loop.UnsolvedPool`)."""
 
     steps: int
     samples: int
     residual_weight: float
     data_anchor_weight: float
+    refine_steps: int = 0
+    target_weight: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
+from pdeladder.trainer.refine import refine_batch
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import ResidualPhase, StageConfig
 from pdeladder.trainer.training.processor import DataProcessor
@@ -115,17 +116,31 @@ def _held_out(model, processor, data, domain) -> dict[str, float]:
 
 class UnsolvedPool:
     """The self-improvement pool: ``samples`` unsolved draws per stage group, made once per rank
-    (identically on every rank), and batches picked from it as a function of the step."""
+    (identically on every rank), and batches picked from it as a function of the step.
 
-    def __init__(self, cfg: StageConfig):
+    With ``self_improvement.refine_steps``, each time-dependent draw's ``fields`` hold a
+    target: the minimiser of the residual the equation loss takes, ``refine_steps`` L-BFGS
+    steps from the initial state held (:func:`~pdeladder.trainer.refine.refine_batch`). For
+    heat, Burgers and advection–diffusion that minimiser lies at the residual's discretisation
+    error from the solver's data (benchmarks/RESULTS.md, "The residual that determines the
+    solution"); it depends on the draw alone, not on the model, so a resumed run makes the same
+    targets. Steady draws keep none (the residual of an elliptic problem converges too slowly
+    under L-BFGS to give one) and are trained on the residual alone."""
+
+    def __init__(self, cfg: StageConfig, processor: DataProcessor):
         taken = solver_seeds(cfg.store_url, list(cfg.paths))
+        si = cfg.self_improvement
         self.pools = [
             [
                 draw_unsolved(cfg.layout, spec, 1, seed=[cfg.seed, k, i], taken=taken)
-                for i in range(cfg.self_improvement.samples)
+                for i in range(si.samples)
             ]
             for k, spec in enumerate(cfg.unsolved)
         ]
+        if si.refine_steps:
+            self.pools = [
+                [targeted(processor, draw, si.refine_steps) for draw in pool] for pool in self.pools
+            ]
         self.batch_size, self.seed = cfg.batch_size, cfg.seed
 
     def batch(self, step: int, rank: int) -> dict[str, Any]:
@@ -136,6 +151,18 @@ class UnsolvedPool:
         chosen = [pool[i] for i in sorted(picks)]
         tensors = [k for k, v in chosen[0].items() if isinstance(v, torch.Tensor)]
         return {**chosen[0], **{k: torch.cat([c[k] for c in chosen]) for k in tensors}}
+
+
+def targeted(processor: DataProcessor, draw: dict[str, Any], steps: int) -> dict[str, Any]:
+    """The unsolved ``draw`` (one sample) with its residual's minimiser from the initial state
+    held as its fields and ``target`` set (:class:`UnsolvedPool`); a steady draw as it is."""
+    if draw["grid"].snapshots == 1:
+        return {**draw, "target": torch.zeros(1, dtype=torch.bool)}
+    given = processor.fields(draw)  # (1, C, T, X, Y, Z): snapshot 0 given, the rest zero
+    held = given[:, :, :1].expand_as(given)
+    out, _ = refine_batch(held, given, draw, processor.layout, steps)
+    fields = out.movedim(1, 2).to(draw["fields"].dtype)  # the batch's (1, T, C, X, Y, Z)
+    return {**draw, "fields": fields, "target": torch.ones(1, dtype=torch.bool)}
 
 
 def check_same_weights(model: torch.nn.Module) -> None:
@@ -195,17 +222,24 @@ def step_losses(
     uslab = slab_of(unsolved, domain)
     unsolved = local_part(unsolved, uslab)
     ux, ufam = processor.inputs(unsolved)
-    upred = processor.physical(model(ux, ufam, uslab).float(), ufam)
+    unorm = model(ux, ufam, uslab).float()
+    upred = processor.physical(unorm, ufam)
     given = processor.fields(unsolved)
     eq_loss, per_family = equation_loss(upred, given, unsolved, layout, slab=uslab, domain=domain)
     loss = si.residual_weight * eq_loss + si.data_anchor_weight * data_loss
+    if si.refine_steps:  # the draws' targets (steady ones have none)
+        has = unsolved["target"][:, None] & unsolved["predicted"]
+        target_loss = relative_loss(
+            unorm, processor.normalised(unsolved), has, slab=uslab, domain=domain
+        )
+        loss = loss + si.target_weight * target_loss
     return loss, data_loss, eq_loss, per_family, x
 
 
 def adamw(parameters, lr: float) -> torch.optim.AdamW:
     """AdamW (weight decay 1e-4) fused into one kernel over all parameters (FSDP2's DTensors
     included): on the CPU its step takes about a third of the per-parameter loop's
-    (docs/trainer.md, "Training recipe")."""
+    (benchmarks/RESULTS.md, "Fused AdamW and Ray Train's fixed cost")."""
     return torch.optim.AdamW(parameters, lr=lr, weight_decay=1e-4, fused=True)
 
 
@@ -276,7 +310,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
             scores = state.get("scores", {})
     pids = [None] * world_size
     dist.all_gather_object(pids, os.getpid())
-    pool = UnsolvedPool(cfg) if si else None
+    pool = UnsolvedPool(cfg, processor) if si else None
     batches = data.batches(step)
 
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
