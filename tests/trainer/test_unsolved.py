@@ -87,7 +87,7 @@ def test_a_draws_target_is_its_residuals_minimiser_and_that_of_the_solve():
     processor = DataProcessor(layout)
     spec = UnsolvedSpec("heat", grid, ranges)
     draw = draw_unsolved(layout, spec, 1, seed=[3, 0])
-    target = targeted(processor, draw, 200)
+    (target,) = targeted(processor, [draw], 200)
     assert bool(target["target"][0])
     fields, given = target["fields"][0, :, 0], draw["fields"][0, :, 0]  # (T, X, Y, Z)
     assert torch.equal(fields[0], given[0])

@@ -138,9 +138,7 @@ class UnsolvedPool:
             for k, spec in enumerate(cfg.unsolved)
         ]
         if si.refine_steps:
-            self.pools = [
-                [targeted(processor, draw, si.refine_steps) for draw in pool] for pool in self.pools
-            ]
+            self.pools = [targeted(processor, pool, si.refine_steps) for pool in self.pools]
         self.batch_size, self.seed = cfg.batch_size, cfg.seed
 
     def batch(self, step: int, rank: int) -> dict[str, Any]:
@@ -153,16 +151,24 @@ class UnsolvedPool:
         return {**chosen[0], **{k: torch.cat([c[k] for c in chosen]) for k in tensors}}
 
 
-def targeted(processor: DataProcessor, draw: dict[str, Any], steps: int) -> dict[str, Any]:
-    """The unsolved ``draw`` (one sample) with its residual's minimiser from the initial state
-    held as its fields and ``target`` set (:class:`UnsolvedPool`); a steady draw as it is."""
-    if draw["grid"].snapshots == 1:
-        return {**draw, "target": torch.zeros(1, dtype=torch.bool)}
-    given = processor.fields(draw)  # (1, C, T, X, Y, Z): snapshot 0 given, the rest zero
+def targeted(
+    processor: DataProcessor, draws: list[dict[str, Any]], steps: int
+) -> list[dict[str, Any]]:
+    """One group's unsolved ``draws`` (one sample each), each with its residual's minimiser
+    from the initial state held as its fields and ``target`` set (:class:`UnsolvedPool`;
+    refined together, each alone); steady draws as they are, ``target`` unset."""
+    if draws[0]["grid"].snapshots == 1:
+        return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
+    tensors = [k for k, v in draws[0].items() if isinstance(v, torch.Tensor)]
+    batch = {**draws[0], **{k: torch.cat([d[k] for d in draws]) for k in tensors}}
+    given = processor.fields(batch)  # (B, C, T, X, Y, Z): snapshot 0 given, the rest zero
     held = given[:, :, :1].expand_as(given)
-    out, _ = refine_batch(held, given, draw, processor.layout, steps)
-    fields = out.movedim(1, 2).to(draw["fields"].dtype)  # the batch's (1, T, C, X, Y, Z)
-    return {**draw, "fields": fields, "target": torch.ones(1, dtype=torch.bool)}
+    out, _ = refine_batch(held, given, batch, processor.layout, steps)
+    fields = out.movedim(1, 2).to(batch["fields"].dtype)  # the batch's (B, T, C, X, Y, Z)
+    return [
+        {**d, "fields": fields[i : i + 1], "target": torch.ones(1, dtype=torch.bool)}
+        for i, d in enumerate(draws)
+    ]
 
 
 def check_same_weights(model: torch.nn.Module) -> None:
