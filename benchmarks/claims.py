@@ -1,12 +1,24 @@
-"""The curriculum's claims, measured (issue 14, item 4), in one run on the same solved data.
+"""The curriculum's claims, measured (issue 14, item 4; issue 31, items 1 and 3 c1), in one run
+on the same solved data, over several seeds.
 
 The quick-start's four 2D families (heat, Darcy, Burgers, advection-diffusion) with the
 quick-start's parameter ranges, model and training settings (examples/quickstart.yaml: stage
 ``plane`` at 17² for ``coarse``, stage ``refine`` at 33² for ``fine``), solved once into one
-store with ``materialize``; every variant is trained with ``train_curriculum`` (one worker, in
-process) and scored with ``evaluate_checkpoint`` on the same held-out samples (the last
-``--held-out`` of each group, at most 16), each nRMSE beside its trivial baseline (persistence
-``u(t) = u(0)``; steady Darcy: the training samples' mean field).
+store with ``materialize`` (curriculum seed 20240601); every variant is trained with
+``train_curriculum`` (one worker, in process) and scored with ``evaluate_checkpoint`` on the
+same held-out samples (the last ``--held-out`` of each group, at most 16), each nRMSE beside
+its trivial baseline (persistence ``u(t) = u(0)``; steady Darcy: the training samples' mean
+field).
+
+**Seeds.** Every trained variant runs once per seed (``--seeds``, 20240601, 20240602, ...):
+the curriculum's ``seed`` sets the model's initialisation, the batch order, the augmentation
+and the unsolved draws; neuraloperator's FNO takes it for its initialisation and its data
+order. The solved data and the held-out samples are the same for every seed. Each arm is
+printed as mean ± standard error over the seeds (SE = std(ddof=1) / sqrt(n)), and each claim
+is judged on the per-seed paired differences between its arms: **met** when their mean is in
+the claim's favour by more than 2 SE of the paired difference, **missed** when it is against
+it by more than 2 SE, else **no difference measured**. Where a claim has a threshold (c1's
+20 %, d's 1.2x) the difference is taken to the threshold.
 
 a. **Universal vs specialists.** One model over the four families for ``--steps`` steps on
    ``coarse``, against one model per family with the same total parameters and steps: each
@@ -17,26 +29,32 @@ a. **Universal vs specialists.** One model over the four families for ``--steps`
    are printed). And against neuraloperator's FNO per family (hidden channels = the
    specialist's width, the same kept frequencies, inputs and normalised targets as ours; its
    own ``Trainer``, AdamW at our learning rate with cosine decay per epoch, relative L2 loss),
-   for as many steps as the specialist (whole epochs). Target: universal <= the best of
-   specialist and FNO on every family.
+   for as many steps as the specialist (whole epochs). Target: universal below the better (by
+   its mean) of specialist and FNO on every family; per family, universal − that arm.
 b. **Curriculum vs shuffled.** ``coarse`` (``--steps``) then ``fine`` (``--fine-steps``, warm
    start), against one run of ``--steps + --fine-steps`` steps on the same groups mixed from
    step 0 (``fine`` with ``training.replay: [coarse]``: exactly the curriculum's samples and
-   held-out split). Target: curriculum <= shuffled on ``fine``'s held-out nRMSE (mean over the
-   families).
-c. **Self-improvement beyond the data.** ``--few`` solved samples per family at 17² (all
-   trained on), ``--few-steps`` data steps then ``--si-steps`` residual steps on unsolved
-   draws (the quick-start's self-improvement weights), against ``--few-steps + --si-steps``
-   data-only steps; scored on ``coarse``'s samples (same ranges, draws the few-sample models
-   never saw). Target: held-out nRMSE at least 10 % lower, mean over the families.
+   held-out split). Target: curriculum below shuffled on ``fine``'s held-out nRMSE (mean over
+   the families, paired per seed).
+c. **Self-improvement with few data (issue 31's c1).** ``--few`` solved samples per family at
+   17² (all trained on), three arms at ``--few-steps + --si-steps`` steps each: *data only*;
+   *self-improvement*: ``--few-steps`` data steps then ``--si-steps`` residual steps on unsolved
+   draws (the quick-start's self-improvement weights: residual 0.1, data anchor 1.0);
+   *self-improvement + targets*: the same phase, each time-dependent draw also fitted to its
+   residual's minimiser from its initial state (``refine_steps: --refine-steps`` L-BFGS steps,
+   ``target_weight: 1.0``; steady Darcy has none). Scored on ``coarse``'s samples (same ranges,
+   draws the few-sample models never saw). Target (c1), per self-improvement arm: mean nRMSE
+   over the families at least 20 % lower than data only (the per-seed reduction, 2 SE beyond
+   20 %) and no family worse than data only (beyond 2 SE).
 d. **Zero-shot super-resolution.** The universal model of a. (trained at 17²) on 33² solves of
    ``coarse``'s ranges (stage ``coarse2n``, never trained on). Target: nRMSE at 2N <= 1.2x
-   that at N, per family.
+   that at N, per family (the per-seed ratio, 2 SE below 1.2).
 
-Where a target is missed the table says "missed"; nothing here is tuned to a target.
-``python benchmarks/claims.py [--out DIR]`` writes ``claims.json``, ``curves.png`` (training
-data loss, relative L2 of the normalised fields, against the step, per variant) and the runs;
-``--smoke`` runs tiny sizes to check the script.
+Nothing here is tuned to a target. ``python benchmarks/claims.py [--out DIR] [--seeds N]``
+writes ``claims.json`` (every seed's group reports, walls and curves, and the aggregates),
+``claims.md`` (the tables), ``curves.png`` (training data loss, relative L2 of the normalised
+fields, against the step, per variant and seed) and the runs (``runs/<variant>-s<seed>``);
+``--smoke`` runs tiny sizes on 2 seeds to check the script.
 """
 
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
@@ -47,7 +65,7 @@ import math
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +89,14 @@ QUICKSTART = Path(__file__).parents[1] / "examples" / "quickstart.yaml"
 FAMILIES = ("heat", "darcy", "burgers", "advection_diffusion")
 #: Evaluation reads at most this many held-out samples per group (``evaluate_checkpoint``).
 EVAL_SAMPLES = 16
+#: The store's curriculum seed (the solved data) and the first training seed.
+SEED = 20240601
+#: c.'s arms at equal steps, data only first (the others are compared with it).
+FEW_ARMS = ("data only", "self-improvement", "self-improvement + targets")
+#: c1: the self-improvement arms' mean nRMSE at least this much below data only's.
+C1_REDUCTION = 0.20
+#: d.: nRMSE at 2N at most this many times that at N.
+D_RATIO = 1.2
 
 
 @dataclass(frozen=True)
@@ -82,11 +108,24 @@ class Sizes:
     fine_steps: int = 200
     few_steps: int = 200
     si_steps: int = 100
+    refine_steps: int = 150  # L-BFGS steps to each unsolved draw's target (c.'s third arm)
     held_out: float = 0.25
+    seeds: int = 3
 
     @classmethod
     def smoke(cls) -> "Sizes":
-        return cls(9, 8, 4, 8, 4, 4, 4, 0.25)
+        return cls(
+            resolution=9,
+            samples=8,
+            few=4,
+            steps=8,
+            fine_steps=4,
+            few_steps=4,
+            si_steps=4,
+            refine_steps=10,
+            held_out=0.25,
+            seeds=2,
+        )
 
 
 def quickstart() -> dict[str, Any]:
@@ -111,9 +150,9 @@ def stage(name: str, source: dict, resolution: int, samples: int, families=FAMIL
     return {"name": name, "families": entries, "training": tr}
 
 
-def curriculum(name: str, stages: list[dict], model: dict, out: Path):
+def curriculum(name: str, stages: list[dict], model: dict, out: Path, seed: int = SEED):
     """Parse the curriculum (written to ``out/<name>.yaml`` beside the runs)."""
-    text = yaml.safe_dump({"name": name, "seed": 20240601, "model": model, "stages": stages})
+    text = yaml.safe_dump({"name": name, "seed": seed, "model": model, "stages": stages})
     path = out / f"{name}.yaml"
     path.write_text(text)
     return parse_curriculum(text, str(path))
@@ -146,11 +185,15 @@ class RecordedLoss:
         return value
 
 
-def fno_specialist(store: str, path: str, width: int, model: dict, steps: int, sizes: Sizes):
+def fno_specialist(
+    store: str, path: str, width: int, model: dict, steps: int, sizes: Sizes, seed: int
+):
     """neuraloperator's FNO on one group with its own Trainer: inputs and normalised targets
     as ours (``DataProcessor``), axes of one point dropped, the same kept frequencies
-    (benchmarks/trainer.py); scored with ``group_report`` on the held-out samples that
-    ``evaluate_checkpoint`` reads. Returns (report, curve, wall seconds, parameters)."""
+    (benchmarks/trainer.py); its initialisation (torch's and numpy's global generators) and its
+    data order (the loader's generator) from ``seed``; scored with ``group_report`` on the
+    held-out samples that ``evaluate_checkpoint`` reads. Returns (report, curve, wall seconds,
+    parameters)."""
     from neuralop import Trainer
     from neuralop.models import FNO
 
@@ -169,6 +212,8 @@ def fno_specialist(store: str, path: str, width: int, model: dict, steps: int, s
     _, x, y, _ = tensors(split.train)
     shape = x.shape[2:]
     modes = model["modes"]
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002  (the global one, whatever draws from it)
     n_modes = [min(2 * modes - 1, n) for n in shape[:-1]] + [
         min(2 * modes - 2, 2 * (shape[-1] // 2))
     ]
@@ -183,7 +228,10 @@ def fno_specialist(store: str, path: str, width: int, model: dict, steps: int, s
     )
     batch_size = 8
     loader = torch.utils.data.DataLoader(
-        [{"x": a, "y": b} for a, b in zip(x, y, strict=True)], batch_size=batch_size, shuffle=True
+        [{"x": a, "y": b} for a, b in zip(x, y, strict=True)],
+        batch_size=batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed),
     )
     epochs = max(1, round(steps / len(loader)))
     optimizer = torch.optim.AdamW(fno.parameters(), lr=3e-3, weight_decay=1e-4)
@@ -213,22 +261,33 @@ def fno_specialist(store: str, path: str, width: int, model: dict, steps: int, s
     return report, points, wall, sum(p.numel() for p in fno.parameters())
 
 
-def verdict(ok: bool) -> str:
-    return "met" if ok else "missed"
+def mean_se(values) -> dict[str, Any]:
+    """Mean and standard error (std(ddof=1) / sqrt(n)) of per-seed ``values``, which are kept."""
+    v = np.asarray(values, dtype=float)
+    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan
+    return {"mean": float(v.mean()), "se": se, "seeds": v.tolist()}
 
 
-def nb(r: dict) -> str:
-    """``nRMSE / baseline``."""
-    return f"{r['nrmse']:.3g} / {r['baseline_nrmse']:.3g}"
-
-
-def mean_over(reports: dict[str, dict], key: str) -> float:
-    return float(np.mean([r[key] for r in reports.values()]))
+def paired(arm, other, lower: bool = True) -> dict[str, Any]:
+    """``arm − other`` per seed (``other`` a list, or one number: a threshold), its mean ± SE,
+    and the verdict of the claim that ``arm`` is lower (``lower``) or higher than ``other``:
+    met when the mean difference is in the claim's favour by more than 2 SE, missed when it is
+    against it by more than 2 SE, else no difference measured."""
+    diff = mean_se(np.asarray(arm, dtype=float) - np.asarray(other, dtype=float))
+    gain = -diff["mean"] if lower else diff["mean"]
+    if gain > 2 * diff["se"]:
+        diff["verdict"] = "met"
+    elif -gain > 2 * diff["se"]:
+        diff["verdict"] = "missed"
+    else:
+        diff["verdict"] = "no difference measured"
+    return diff
 
 
 @dataclass
 class Bench:
-    """One run's shared state: sizes, store, stages, and what every variant cost."""
+    """One run's shared state: sizes, store, stages, the seed trained with, and what every
+    variant of that seed cost (:meth:`for_seed` gives a fresh record per seed)."""
 
     sizes: Sizes
     out: Path
@@ -236,10 +295,22 @@ class Bench:
     stages: dict[str, dict]
     store: str
     snapshots: dict[str, int]
+    seed: int = SEED
     walls: dict[str, float] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
     params: dict[str, int] = field(default_factory=dict)
     curves: dict[str, list] = field(default_factory=dict)
+    started: set[Path] = field(default_factory=set)
+
+    def for_seed(self, seed: int) -> "Bench":
+        """This bench trained with ``seed``, with its own (empty) records."""
+        return replace(self, seed=seed, walls={}, steps={}, params={}, curves={}, started=set())
+
+    def curriculum(self, name: str, stages: list[dict], model: dict | None = None):
+        """The curriculum ``<name>-s<seed>`` of this bench's seed: its runs' folder
+        ``out/runs/<name>-s<seed>`` is never shared by two seeds."""
+        model = self.model if model is None else model
+        return curriculum(f"{name}-s{self.seed}", stages, model, self.out, self.seed)
 
     def path(self, stage_name: str, family: str) -> str:
         res = self.sizes.resolution if stage_name in ("coarse", "few") else self.fine_resolution
@@ -256,8 +327,9 @@ class Bench:
         chosen = [spec.stage(n) for n in stages] if stages else spec.stages
         for s in chosen:  # fresh stages: one-worker stages resume what an earlier run left
             shutil.rmtree(run_dir / "stages" / s.name, ignore_errors=True)
-        if chosen[0].name == spec.stages[0].name:  # a new run: its metrics start over
+        if run_dir not in self.started:  # a new run (not a later stage): its metrics start over
             (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+            self.started.add(run_dir)
         t0 = time.perf_counter()
         result = train_curriculum(
             spec,
@@ -279,7 +351,11 @@ class Bench:
         model, _ = load_model(result.checkpoint)
         self.params[name] = sum(p.numel() for p in model.parameters())
         self.curves[name] = curve(run_dir)
+        self.log(name)
         return result.checkpoint
+
+    def log(self, name: str) -> None:
+        print(f"seed {self.seed}: {name}, {self.walls[name]:.0f} s", flush=True)
 
     def scores(self, checkpoint: Path) -> dict[str, dict]:
         """``evaluate_checkpoint``'s group reports by group path."""
@@ -321,11 +397,11 @@ def curriculum_and_shuffled(bench: Bench) -> tuple[Path, Path, Path]:
     """b.'s two variants; the curriculum's first stage is a.'s universal model. Returns the
     model folders (universal, curriculum, shuffled)."""
     coarse, fine, s = bench.stages["coarse"], bench.stages["fine"], bench.sizes
-    spec = curriculum("curriculum", [coarse, fine], bench.model, bench.out)
+    spec = bench.curriculum("curriculum", [coarse, fine])
     universal = bench.train("universal", spec, ["coarse"])
     final = bench.train("curriculum fine stage", spec, ["fine"])  # warm start from coarse
     mixed = with_training(fine, steps=s.steps + s.fine_steps, replay=["coarse"])
-    spec = curriculum("shuffled", [coarse, mixed], bench.model, bench.out)
+    spec = bench.curriculum("shuffled", [coarse, mixed])
     return universal, final, bench.train("shuffled", spec, ["fine"])
 
 
@@ -341,32 +417,41 @@ def specialists(bench: Bench) -> tuple[dict[str, dict], dict[str, dict], int]:
             {**coarse, "families": [e for e in coarse["families"] if e["family"] == f]},
             steps=steps,
         )
-        spec = curriculum(f"specialist-{f}", [part], {**bench.model, "width": width}, bench.out)
+        spec = bench.curriculum(f"specialist-{f}", [part], {**bench.model, "width": width})
         ours[f] = bench.scores(bench.train(f"specialist {f}", spec))[bench.path("coarse", f)]
         name = f"fno {f}"
         fno[f], bench.curves[name], bench.walls[name], bench.params[name] = fno_specialist(
-            bench.store, bench.path("coarse", f), width, bench.model, steps, bench.sizes
+            bench.store, bench.path("coarse", f), width, bench.model, steps, bench.sizes, bench.seed
         )
         bench.steps[name] = len(bench.curves[name])
+        bench.log(name)
     return ours, fno, width
 
 
 def few_samples(bench: Bench) -> dict[str, dict[str, dict]]:
-    """c.'s variants at equal steps: reports on ``coarse``'s draws by variant and family."""
+    """c.'s arms at equal steps: reports on ``coarse``'s draws by arm and family."""
     few, s = bench.stages["few"], bench.sizes
+    si = few["training"]["self_improvement"]
+    targets = si | {"refine_steps": s.refine_steps, "target_weight": 1.0}
+    parts = {
+        "data only": with_training(few, steps=s.few_steps + s.si_steps, self_improvement=None),
+        "self-improvement": few,
+        "self-improvement + targets": with_training(few, self_improvement=targets),
+    }
     out = {}
-    for variant, part in (
-        ("data only", with_training(few, steps=s.few_steps + s.si_steps, self_improvement=None)),
-        ("self-improvement", few),
-    ):
-        spec = curriculum(f"few-{variant.replace(' ', '-')}", [part], bench.model, bench.out)
-        groups = bench.scores(bench.train(f"few {variant}", spec, held_out=0.0))
-        out[variant] = {f: groups[bench.path("coarse", f)] for f in bench.snapshots}
+    for arm in FEW_ARMS:
+        name = "few-" + arm.replace(" + ", "-").replace(" ", "-")
+        spec = bench.curriculum(name, [parts[arm]])
+        groups = bench.scores(bench.train(f"few {arm}", spec, held_out=0.0))
+        out[arm] = {f: groups[bench.path("coarse", f)] for f in bench.snapshots}
     return out
 
 
-def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
-    bench = setup(sizes, out, model)
+def one_seed(bench: Bench) -> dict[str, Any]:
+    """Every variant trained with ``bench``'s seed: its group reports by claim, family and arm
+    (``{"a": {family: {"universal", "specialist", "fno"}}, "b": {family: {"curriculum",
+    "shuffled"}}, "c": {family: {arm}}, "d": {family: {"n", "2n"}}}``), and the width of a.'s
+    specialists."""
     fam = list(bench.snapshots)
     universal_dir, curriculum_dir, shuffled_dir = curriculum_and_shuffled(bench)
     universal = bench.scores(universal_dir)
@@ -374,108 +459,218 @@ def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
     specialist, fno, width = specialists(bench)
     few = few_samples(bench)
     held = {f: universal[bench.path("coarse", f)] for f in fam}
-    a = {
-        f: {
-            "universal": held[f],
-            "specialist": specialist[f],
-            "fno": fno[f],
-            "met": held[f]["nrmse"] <= min(specialist[f]["nrmse"], fno[f]["nrmse"]),
-        }
-        for f in fam
-    }
-    b = {"families": {f: {"curriculum": final[bench.path("fine", f)],
-                          "shuffled": shuffled[bench.path("fine", f)]} for f in fam}}  # fmt: skip
-    for who in ("curriculum", "shuffled"):
-        b[who] = float(np.mean([r[who]["nrmse"] for r in b["families"].values()]))
-    b["met"] = b["curriculum"] <= b["shuffled"]
-    c = {"families": {f: {v: few[v][f] for v in few} for f in fam}}
-    for who in few:
-        c[who] = float(np.mean([r[who]["nrmse"] for r in c["families"].values()]))
-    c["reduction"] = 1 - c["self-improvement"] / c["data only"]
-    c["met"] = c["reduction"] >= 0.10
-    d = {f: {"n": held[f], "2n": universal[bench.path("coarse2n", f)]} for f in fam}
-    for r in d.values():
-        r["ratio"] = r["2n"]["nrmse"] / r["n"]["nrmse"]
-        r["met"] = r["ratio"] <= 1.2
     bench.walls["curriculum"] = bench.walls["universal"] + bench.walls["curriculum fine stage"]
     bench.steps["curriculum"] = bench.steps["universal"] + bench.steps["curriculum fine stage"]
     bench.params["curriculum"] = bench.params["curriculum fine stage"]
     bench.curves["curriculum"] = bench.curves.pop("curriculum fine stage")  # both stages
+    claims = {
+        "a": {f: {"universal": held[f], "specialist": specialist[f], "fno": fno[f]} for f in fam},
+        "b": {
+            f: {
+                "curriculum": final[bench.path("fine", f)],
+                "shuffled": shuffled[bench.path("fine", f)],
+            }
+            for f in fam
+        },
+        "c": {f: {arm: few[arm][f] for arm in FEW_ARMS} for f in fam},
+        "d": {f: {"n": held[f], "2n": universal[bench.path("coarse2n", f)]} for f in fam},
+    }
+    return {"claims": claims, "specialist_width": width}
+
+
+def nrmses(per_seed: list[dict], claim: str, family: str, arm: str, key="nrmse") -> list[float]:
+    """One figure of one arm, per seed."""
+    return [s[claim][family][arm][key] for s in per_seed]
+
+
+def family_means(per_seed: list[dict], claim: str, arm: str, key="nrmse") -> list[float]:
+    """The mean over the families of one arm's figure, per seed."""
+    return [float(np.mean([r[arm][key] for r in s[claim].values()])) for s in per_seed]
+
+
+def aggregate(per_seed: list[dict]) -> dict[str, Any]:
+    """The claims over the seeds (``per_seed``: :func:`one_seed`'s ``claims``): every arm's
+    mean ± SE, its baseline's mean, the paired differences and the verdicts."""
+    fam = list(per_seed[0]["a"])
+
+    def arms(claim: str, f: str, names) -> dict[str, Any]:
+        out = {n: mean_se(nrmses(per_seed, claim, f, n)) for n in names}
+        base = nrmses(per_seed, claim, f, names[0], "baseline_nrmse")
+        return {**out, "baseline": float(np.mean(base))}
+
+    a = {}
+    for f in fam:
+        r = arms("a", f, ("universal", "specialist", "fno"))
+        r["best"] = min(("specialist", "fno"), key=lambda n: r[n]["mean"])
+        r["difference"] = paired(r["universal"]["seeds"], r[r["best"]]["seeds"])
+        r["verdict"] = r["difference"]["verdict"]
+        a[f] = r
+
+    b = {"families": {}}
+    for f in fam:
+        r = arms("b", f, ("curriculum", "shuffled"))
+        r["difference"] = paired(r["curriculum"]["seeds"], r["shuffled"]["seeds"])
+        b["families"][f] = r
+    b["mean"] = {n: mean_se(family_means(per_seed, "b", n)) for n in ("curriculum", "shuffled")}
+    b["mean"]["baseline"] = float(
+        np.mean(family_means(per_seed, "b", "curriculum", "baseline_nrmse"))
+    )
+    b["difference"] = paired(b["mean"]["curriculum"]["seeds"], b["mean"]["shuffled"]["seeds"])
+    b["verdict"] = b["difference"]["verdict"]
+
+    c = {"families": {}}
+    for f in fam:
+        r = arms("c", f, FEW_ARMS)
+        r["residual"] = {n: mean_se(nrmses(per_seed, "c", f, n, "residual")) for n in FEW_ARMS}
+        r["vs data only"] = {
+            n: paired(r[n]["seeds"], r["data only"]["seeds"]) for n in FEW_ARMS[1:]
+        }
+        c["families"][f] = r
+    c["mean"] = {n: mean_se(family_means(per_seed, "c", n)) for n in FEW_ARMS}
+    c["mean"]["baseline"] = float(
+        np.mean(family_means(per_seed, "c", "data only", "baseline_nrmse"))
+    )
+    c["c1"] = {}
+    for n in FEW_ARMS[1:]:
+        reduction = 1 - np.divide(c["mean"][n]["seeds"], c["mean"]["data only"]["seeds"])
+        target = paired(reduction, C1_REDUCTION, lower=False)
+        worse = [f for f, r in c["families"].items() if r["vs data only"][n]["verdict"] == "missed"]
+        verdict = "missed" if worse else target["verdict"]
+        c["c1"][n] = {"reduction": mean_se(reduction), "reduction - target": target,
+                      "families worse": worse, "verdict": verdict}  # fmt: skip
+
+    d = {}
+    for f in fam:
+        r = arms("d", f, ("n", "2n"))
+        r["2n baseline"] = float(np.mean(nrmses(per_seed, "d", f, "2n", "baseline_nrmse")))
+        ratio = np.divide(r["2n"]["seeds"], r["n"]["seeds"])
+        r["ratio"] = mean_se(ratio)
+        r["ratio - target"] = paired(ratio, D_RATIO)
+        r["verdict"] = r["ratio - target"]["verdict"]
+        d[f] = r
+    return {"a": a, "b": b, "c": c, "d": d}
+
+
+def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
+    bench = setup(sizes, out, model)
+    seeds = [SEED + k for k in range(sizes.seeds)]
+    runs = {}
+    for seed in seeds:
+        seeded = bench.for_seed(seed)
+        runs[seed] = {**one_seed(seeded), "bench": seeded}
+    first = runs[seeds[0]]["bench"]
+    walls = {n: mean_se([runs[s]["bench"].walls[n] for s in seeds]) for n in first.walls}
     return {
         "sizes": asdict(sizes),
         "model": bench.model,
-        "specialist_width": width,
-        "params": bench.params,
-        "steps": bench.steps,
-        "wall_s": {k: round(v, 1) for k, v in bench.walls.items()},
-        "claims": {"a": a, "b": b, "c": c, "d": d},
-        "curves": bench.curves,
+        "seeds": seeds,
+        "specialist_width": runs[seeds[0]]["specialist_width"],
+        "params": first.params,
+        "steps": first.steps,
+        "wall_s": {
+            **{k: round(v, 1) for k, v in bench.walls.items()},
+            "per variant (mean over seeds)": {n: round(w["mean"], 1) for n, w in walls.items()},
+        },
+        "walls": walls,
+        "claims": aggregate([runs[s]["claims"] for s in seeds]),
+        "per_seed": {
+            str(s): {
+                "claims": runs[s]["claims"],
+                "wall_s": {k: round(v, 1) for k, v in runs[s]["bench"].walls.items()},
+            }
+            for s in seeds
+        },
+        "curves": {str(s): runs[s]["bench"].curves for s in seeds},
     }
 
 
-def cell(r: dict, key: str = "nrmse") -> str:
-    return f"{r[key]:.3g}"
+def ms(r: dict) -> str:
+    """``mean ± SE``."""
+    return f"{r['mean']:.3g} ± {r['se']:.2g}"
+
+
+def diff(r: dict, words: tuple[str, str] = ("lower", "higher")) -> str:
+    """A paired difference ``mean ± SE`` and what it shows: ``words[0]`` (the claim's way),
+    ``words[1]`` (against it), each beyond 2 SE, else no difference measured."""
+    said = {"met": words[0], "missed": words[1]}.get(r["verdict"], "no difference measured")
+    return f"{r['mean']:+.3g} ± {r['se']:.2g}: {said}"
 
 
 def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """The claims as ``(title, header, rows)`` tables: each nRMSE beside its trivial baseline
-    on the same samples."""
-    cl, n = result["claims"], result["sizes"]["resolution"]
+    """The claims as ``(title, header, rows)`` tables: each arm's nRMSE as mean ± SE over the
+    seeds beside the mean of its trivial baseline on the same samples, the paired differences
+    and the verdicts."""
+    cl, n, k = result["claims"], result["sizes"]["resolution"], len(result["seeds"])
+    seeds = f"mean ± SE over {k} seeds"
     out = []
     rows = [
-        [f, cell(a["universal"]), cell(a["specialist"]), cell(a["fno"]),
-         cell(a["universal"], "baseline_nrmse"), verdict(a["met"])]
+        [f, ms(a["universal"]), ms(a["specialist"]), ms(a["fno"]), f"{a['baseline']:.3g}",
+         f"{a['best']}: {diff(a['difference'])}", a["verdict"]]
         for f, a in cl["a"].items()
     ]  # fmt: skip
     out.append((
-        "a. universal vs specialists (same total parameters and steps) and neuraloperator's FNO",
-        ["family", "universal", "specialist", "FNO", "baseline", "universal <= best"],
+        "a. universal vs specialists (same total parameters and steps) and neuraloperator's FNO, "
+        f"held-out nRMSE at {n}² ({seeds})",
+        ["family", "universal", "specialist", "FNO", "baseline", "universal − best (paired)",
+         "universal < best"],
         rows,
     ))  # fmt: skip
     b = cl["b"]
     rows = [
-        [f, cell(r["curriculum"]), cell(r["shuffled"]), cell(r["curriculum"], "baseline_nrmse")]
+        [f, ms(r["curriculum"]), ms(r["shuffled"]), f"{r['baseline']:.3g}", diff(r["difference"])]
         for f, r in b["families"].items()
     ]
-    base = float(np.mean([r["curriculum"]["baseline_nrmse"] for r in b["families"].values()]))
-    rows.append(["mean", f"{b['curriculum']:.3g}", f"{b['shuffled']:.3g}", f"{base:.3g}",
-                 verdict(b["met"])])  # fmt: skip
+    m = b["mean"]
+    rows.append(["mean", ms(m["curriculum"]), ms(m["shuffled"]), f"{m['baseline']:.3g}",
+                 diff(b["difference"]), b["verdict"]])  # fmt: skip
     out.append((
-        f"b. curriculum vs shuffled: held-out nRMSE on the last stage ({2 * n - 1}²)",
-        ["family", "curriculum", "shuffled", "baseline", "curriculum <= shuffled"],
+        f"b. curriculum vs shuffled: held-out nRMSE on the last stage ({2 * n - 1}², {seeds})",
+        ["family", "curriculum", "shuffled", "baseline", "curriculum − shuffled (paired)",
+         "curriculum < shuffled"],
         rows,
     ))  # fmt: skip
     c = cl["c"]
     rows = [
-        [f, cell(r["data only"]), cell(r["self-improvement"]), cell(r["data only"], "baseline_nrmse"),
-         f"{cell(r['data only'], 'residual')} / {cell(r['self-improvement'], 'residual')}"]
+        [f, *[ms(r[a]) for a in FEW_ARMS], f"{r['baseline']:.3g}",
+         " / ".join(f"{r['residual'][a]['mean']:.3g}" for a in FEW_ARMS),
+         *[diff(r["vs data only"][a], ("lower", "worse")) for a in FEW_ARMS[1:]]]
         for f, r in c["families"].items()
     ]  # fmt: skip
-    base = float(np.mean([r["data only"]["baseline_nrmse"] for r in c["families"].values()]))
-    rows.append(["mean", f"{c['data only']:.3g}", f"{c['self-improvement']:.3g}", f"{base:.3g}",
-                 "", f"{100 * c['reduction']:.1f} % lower: {verdict(c['met'])}"])  # fmt: skip
+    m = c["mean"]
+    rows.append(["mean", *[ms(m[a]) for a in FEW_ARMS], f"{m['baseline']:.3g}", "",
+                 *[f"{100 * c['c1'][a]['reduction']['mean']:.1f} ± "
+                   f"{100 * c['c1'][a]['reduction']['se']:.2g} % lower: {c['c1'][a]['verdict']}"
+                   for a in FEW_ARMS[1:]]])  # fmt: skip
     out.append((
-        f"c. {result['sizes']['few']} solved samples per family: data only vs self-improvement, "
-        "nRMSE on unseen draws",
-        ["family", "data only", "self-improvement", "baseline", "residual (data only / SI)",
-         ">= 10 % lower"],
+        f"c. {result['sizes']['few']} solved samples per family, equal steps: data only vs "
+        "self-improvement (residual) vs self-improvement + targets (the residual's minimisers, "
+        f"{result['sizes']['refine_steps']} L-BFGS steps), nRMSE on unseen draws ({seeds}); "
+        f"c1 target: mean >= {100 * C1_REDUCTION:.0f} % lower than data only, no family worse",
+        ["family", *FEW_ARMS, "baseline", "residual (data only / SI / SI + targets)",
+         "SI − data only (paired)", "SI + targets − data only (paired)"],
         rows,
     ))  # fmt: skip
     rows = [
-        [f, cell(d["n"]), cell(d["n"], "baseline_nrmse"), cell(d["2n"]),
-         cell(d["2n"], "baseline_nrmse"), f"{d['ratio']:.2f}x", verdict(d["met"])]
+        [f, ms(d["n"]), f"{d['baseline']:.3g}", ms(d["2n"]), f"{d['2n baseline']:.3g}",
+         f"{d['ratio']['mean']:.2f} ± {d['ratio']['se']:.2g}x", d["verdict"]]
         for f, d in cl["d"].items()
     ]  # fmt: skip
     out.append((
-        f"d. zero-shot super-resolution: trained at {n}², evaluated at {2 * n - 1}²",
-        ["family", f"{n}²", "baseline", f"{2 * n - 1}²", "baseline", "ratio", "<= 1.2x"],
+        f"d. zero-shot super-resolution: trained at {n}², evaluated at {2 * n - 1}² ({seeds})",
+        ["family", f"{n}²", "baseline", f"{2 * n - 1}²", "baseline", "ratio",
+         f"< {D_RATIO}x"],
         rows,
     ))  # fmt: skip
     rows = [
-        [k, str(result["steps"].get(k, "")), str(result["params"].get(k, "")), f"{v:.0f}"]
-        for k, v in result["wall_s"].items()
+        [name, str(result["steps"].get(name, "")), str(result["params"].get(name, "")), ms(w)]
+        for name, w in result["walls"].items()
     ]
-    out.append(("compute per variant", ["variant", "steps", "parameters", "wall s"], rows))
+    rows += [
+        [k, "", "", f"{v:.0f}"] for k, v in result["wall_s"].items() if not isinstance(v, dict)
+    ]
+    out.append((
+        f"compute per variant (wall s: {seeds})", ["variant", "steps", "parameters", "wall s"], rows
+    ))  # fmt: skip
     return out
 
 
@@ -507,6 +702,7 @@ def smoothed(points: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot(result: dict[str, Any], out: Path) -> Path:
+    """The training curves: one colour per variant, one line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -515,13 +711,17 @@ def plot(result: dict[str, Any], out: Path) -> Path:
     panels = {
         "a. universal vs specialists (steps/F each)": ("universal", "specialist ", "fno "),
         "b. curriculum vs shuffled": ("curriculum", "shuffled"),
-        "c. few samples: data only vs self-improvement": ("few ",),
+        "c. few samples: data only vs self-improvement (+ targets)": ("few ",),
     }
     fig, axes = plt.subplots(1, len(panels), figsize=(16, 4))
+    by_seed = list(result["curves"].values())
     for ax, (title, prefixes) in zip(axes, panels.items(), strict=True):
-        for name, pts in result["curves"].items():
-            if pts and any(name.startswith(p) for p in prefixes):
-                ax.plot(*smoothed(pts), label=name, lw=1)
+        names = [n for n in by_seed[0] if any(n.startswith(p) for p in prefixes)]
+        for k, name in enumerate(names):
+            for s, curves in enumerate(by_seed):
+                if curves.get(name):
+                    label = name if s == 0 else None
+                    ax.plot(*smoothed(curves[name]), color=f"C{k % 10}", label=label, lw=0.8)
         ax.set(
             title=title,
             xlabel="step",
@@ -542,17 +742,21 @@ def main() -> None:
     for name, default in asdict(Sizes()).items():
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     ap.add_argument("--width", type=int, help="model width (default: the quick-start's)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes: check the script runs")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes on 2 seeds: check the script")
     args = ap.parse_args()
     sizes = Sizes.smoke() if args.smoke else Sizes(**{k: getattr(args, k) for k in asdict(Sizes())})
+    if sizes.seeds < 2:
+        ap.error(f"--seeds {sizes.seeds}: the verdicts need a standard error, 2 seeds or more")
     model = {"width": 8, "modes": 3, "layers": 2} if args.smoke else None
     if args.width and model is None:
         model = {**quickstart()["model"], "width": args.width}
     args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     with ray_session():
         result = run(sizes, args.out, model)
+    result["wall_s"]["whole run"] = round(time.perf_counter() - t0, 1)
     parts = tables(result)
-    show(parts, Console(width=160))
+    show(parts, Console(width=200))
     (args.out / "claims.json").write_text(json.dumps(result, indent=2))
     (args.out / "claims.md").write_text(markdown(parts))
     print(
