@@ -47,13 +47,52 @@ class ServiceError(PdeladderError, RuntimeError):
     """A service (Prefect server, Ray cluster or job) cannot be started, reached or used."""
 
 
-def exit_on_error(command: Callable[[], object]) -> None:
-    """Run a command-line entry point; a :class:`PdeladderError` becomes one red line on stderr
-    and exit code 2 (tracebacks are for bugs, not for bad input)."""
-    try:
-        command()
-    except PdeladderError as err:
-        import typer
+def exit_on_error(command: Callable[..., object]) -> None:
+    """Run a command-line entry point; a :class:`PdeladderError` or a usage error (a bad option
+    value, an unknown choice, a missing argument) becomes one red line on stderr and exit code
+    2 (tracebacks are for bugs, not for bad input). A typer or click application is run with
+    ``standalone_mode=False``, so that its usage errors come here instead of printing a box;
+    ``--help`` and ``typer.Exit`` keep their exit codes."""
+    import typer
 
-        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
+    click = _click_exceptions()
+    try:
+        if isinstance(command, typer.Typer):
+            code = command(standalone_mode=False)
+            sys.exit(code if isinstance(code, int) else 0)
+        command()
+    except click.NoArgsIsHelpError as err:  # no arguments at all: typer has printed the help
+        sys.exit(err.exit_code)
+    except click.ClickException as err:
+        typer.secho(f"error: {usage_line(err)}", err=True, fg=typer.colors.RED)
         sys.exit(2)
+    except typer.Abort:
+        typer.secho("error: aborted", err=True, fg=typer.colors.RED)
+        sys.exit(1)
+    except PdeladderError as err:
+        typer.secho(f"error: {one_line(str(err))}", err=True, fg=typer.colors.RED)
+        sys.exit(2)
+
+
+def _click_exceptions():
+    """The exceptions of the click that typer runs on: typer 0.2x vendors it as
+    ``typer._click`` (its ``BadParameter`` is not ``click.BadParameter``), older ones use click."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # typer before it vendored click
+        from click import exceptions
+    return exceptions
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its lines joined by spaces."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def usage_line(err: Exception) -> str:
+    """A click error as one line: the command, the problem and where help is."""
+    ctx = getattr(err, "ctx", None)
+    message = one_line(err.format_message()).replace("Value error, ", "")
+    if ctx is None:
+        return message
+    return f"{ctx.command_path}: {message} (see {ctx.command_path} --help)"

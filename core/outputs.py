@@ -49,6 +49,22 @@ def check_apart(out: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> 
         raise UserInputError(f"{out}: {how} {url}; choose an --out outside it")
 
 
+def check_writable(out: str | os.PathLike) -> None:
+    """Refuse a local ``out`` that cannot be made: one under a file, or in a folder this user
+    may not write in (checked before the work starts, not when its results are written)."""
+    _, path, protocol, _ = _located(out)
+    if "file" not in protocol:
+        return  # object stores: their errors come when writing
+    here = os.path.abspath(path)
+    while not os.path.lexists(here):
+        here = os.path.dirname(here)
+    if os.path.isdir(here):
+        if not os.access(here, os.W_OK | os.X_OK):
+            raise UserInputError(f"{out}: cannot write in {here}; choose another --out")
+    elif here != os.path.abspath(path):
+        raise UserInputError(f"{out}: lies under the file {here}; choose another --out")
+
+
 def output_of(out: str | os.PathLike) -> str | None:
     """The command whose marker the folder ``out`` holds, or ``None``."""
     fs, path, _, _ = _located(out)
@@ -77,6 +93,7 @@ def check_output(
     ``resume``). Returns whether ``out`` holds a previous output of ``command``, which
     ``force`` replaces and ``resume`` keeps; touches nothing."""
     check_apart(out, inputs)
+    check_writable(out)
     fs, path, _, _ = _located(out)
     if not fs.exists(path):
         return False
@@ -111,12 +128,16 @@ def make_output(
     if previous and not force:
         return True
     fs, path, _, _ = _located(out)
-    if previous:
-        fs.rm(path, recursive=True)
-    fs.makedirs(path, exist_ok=True)
-    if zarr:
-        root = {"zarr_format": 3, "node_type": "group", "attributes": {ATTRIBUTE: command}}
-        fs.pipe_file(f"{path.rstrip('/')}/zarr.json", json.dumps(root).encode())
-    else:
-        fs.pipe_file(f"{path.rstrip('/')}/{MARKER}", json.dumps({"command": command}).encode())
+    try:
+        if previous:
+            fs.rm(path, recursive=True)
+        fs.makedirs(path, exist_ok=True)
+        if zarr:
+            root = {"zarr_format": 3, "node_type": "group", "attributes": {ATTRIBUTE: command}}
+            fs.pipe_file(f"{path.rstrip('/')}/zarr.json", json.dumps(root).encode())
+        else:
+            marker = json.dumps({"command": command}).encode()
+            fs.pipe_file(f"{path.rstrip('/')}/{MARKER}", marker)
+    except OSError as err:
+        raise UserInputError(f"{out}: cannot be written ({err}); choose another --out") from None
     return False

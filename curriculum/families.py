@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     create_model,
     field_validator,
@@ -28,6 +29,9 @@ from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import FAMILIES, get_family
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: The most samples of one group: beyond any campaign, and a bound on what a plan allocates
+#: (a typo of 1e12 samples asked for 931 GiB before failing).
+MAX_SAMPLES = 10_000_000
 
 
 class Range(BaseModel):
@@ -116,11 +120,13 @@ class EntryBase(BaseModel):
 
     dims: list[Annotated[int, Field(ge=1, le=3)]] = Field(min_length=1)
     resolutions: list[Annotated[int, Field(ge=3)]] = Field(min_length=1)
-    samples: int = Field(ge=1, description="samples per (dimension, resolution) group")
-    snapshots: int | None = Field(None, ge=1)
+    samples: StrictInt = Field(
+        ge=1, le=MAX_SAMPLES, description="samples per (dimension, resolution) group"
+    )
+    snapshots: StrictInt | None = Field(None, ge=1)
     t_end: float | None = Field(None, gt=0)
     design: Literal["sobol", "latin_hypercube"] = "sobol"
-    ranks_per_sample: int | Literal["auto"] = Field(
+    ranks_per_sample: StrictInt | Literal["auto"] = Field(
         1,
         description="MPI ranks that solve each sample, the mesh cut into x slabs (each rank "
         "writes its own); auto: the fewest whose per-rank memory fits "

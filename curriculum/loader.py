@@ -12,6 +12,9 @@ from pdeladder.curriculum.spec import Curriculum
 from pdeladder.errors import CurriculumError, UserInputError
 
 Path_ = tuple[str | int, ...]
+#: The most YAML nodes a curriculum may hold with every alias expanded: far above any
+#: curriculum, far below what a small file of nested aliases (a "billion laughs") expands to.
+MAX_NODES = 100_000
 
 
 def load_curriculum(path: str | Path) -> Curriculum:
@@ -21,6 +24,10 @@ def load_curriculum(path: str | Path) -> Curriculum:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise UserInputError(f"cannot read curriculum {str(path)!r}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise UserInputError(
+            f"{path}: not UTF-8 text (byte {err.start}); a curriculum is a UTF-8 YAML file"
+        ) from None
     return parse_curriculum(text, source=str(path))
 
 
@@ -41,7 +48,10 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        check_size(node, source)
         data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise CurriculumError(f"{source}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -64,6 +74,41 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     if node is not None:
         walk(node, ())
     return data, lines
+
+
+def check_size(node: yaml.Node | None, source: str) -> None:
+    """Refuse a document whose nodes, every alias expanded, exceed :data:`MAX_NODES`, or that
+    holds itself (a recursive alias): counted once per distinct node, so in linear time."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)] if node is not None else []
+    open_: set[int] = set()
+    while stack:
+        n, done = stack.pop()
+        if done:
+            children = _children(n)
+            sizes[id(n)] = 1 + sum(sizes[id(c)] for c in children)
+            open_.discard(id(n))
+            if sizes[id(n)] > MAX_NODES:
+                raise CurriculumError(
+                    f"{source}:{n.start_mark.line + 1}: more than {MAX_NODES} values with its "
+                    "aliases expanded; write the curriculum out"
+                )
+            continue
+        if id(n) in sizes:
+            continue
+        if id(n) in open_:
+            raise CurriculumError(f"{source}:{n.start_mark.line + 1}: a recursive alias")
+        open_.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in _children(n) if id(c) not in sizes)
+
+
+def _children(n: yaml.Node) -> list[yaml.Node]:
+    if isinstance(n, yaml.MappingNode):
+        return [x for pair in n.value for x in pair]
+    if isinstance(n, yaml.SequenceNode):
+        return list(n.value)
+    return []
 
 
 def describe_errors(

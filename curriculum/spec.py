@@ -7,7 +7,14 @@ family, dimension and resolution, with the parameter ranges that set its difficu
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PositiveInt,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from pdeladder.curriculum.families import FROZEN, FamilyEntry
 from pdeladder.solvers.grid import Grid
@@ -29,8 +36,8 @@ class LearningRate(BaseModel):
     initial: float = Field(3e-3, gt=0)
     schedule: Literal["constant", "cosine", "step"] = "cosine"
     final: float = Field(1e-5, ge=0, description="cosine: rate at the last step")
-    warmup_steps: int = Field(20, ge=0)
-    step_size: int = Field(1000, ge=1, description="step: steps between decays")
+    warmup_steps: StrictInt = Field(20, ge=0)
+    step_size: StrictInt = Field(1000, ge=1, description="step: steps between decays")
     gamma: float = Field(0.5, gt=0, le=1, description="step: factor per decay")
 
     @model_validator(mode="after")
@@ -74,11 +81,11 @@ class SelfImprovement(BaseModel):
 
     model_config = FROZEN
 
-    steps: int = Field(ge=1)
+    steps: StrictInt = Field(ge=1)
     residual_weight: float = Field(0.1, ge=0)
     data_anchor_weight: float = Field(1.0, ge=0)
-    samples: int = Field(ge=1, description="parameter points drawn per family")
-    refine_steps: int = Field(
+    samples: StrictInt = Field(ge=1, description="parameter points drawn per family")
+    refine_steps: StrictInt = Field(
         0,
         ge=0,
         le=10_000,
@@ -93,11 +100,11 @@ class Training(BaseModel):
 
     model_config = FROZEN
 
-    steps: int = Field(1000, ge=1)
-    batch_size: int = Field(8, ge=1)
+    steps: StrictInt = Field(1000, ge=1)
+    batch_size: StrictInt = Field(8, ge=1)
     learning_rate: LearningRate = LearningRate()
     loss: LossWeights = LossWeights()
-    modes: int | None = Field(
+    modes: StrictInt | None = Field(
         None, ge=1, description="Fourier modes kept per axis in this stage (grow with resolution)"
     )
     self_improvement: SelfImprovement | None = None
@@ -113,7 +120,7 @@ class Training(BaseModel):
         "reflection or axis permutation of the box (an exact solution too): up to 2, 8 or 48 "
         "trajectories per sample in 1D, 2D or 3D",
     )
-    workers: int | None = Field(
+    workers: StrictInt | None = Field(
         None,
         ge=1,
         description="ranks that train this stage (default: the command's --workers); 1 trains "
@@ -125,7 +132,7 @@ class Training(BaseModel):
         "worker), every CPU the process may use; on Ray Train, the one CPU each worker "
         "reserves. A number N makes each Ray Train worker reserve N CPUs",
     )
-    domain_ranks: int | Literal["auto"] = Field(
+    domain_ranks: StrictInt | Literal["auto"] = Field(
         1,
         description="ranks that split each sample along x; auto: the fewest whose predicted "
         "peak memory fits memory_budget_gb",
@@ -153,9 +160,9 @@ class Model(BaseModel):
 
     model_config = FROZEN
 
-    width: int = Field(32, ge=1)
-    modes: int = Field(8, ge=1)
-    layers: int = Field(4, ge=1)
+    width: StrictInt = Field(32, ge=1)
+    modes: StrictInt = Field(8, ge=1)
+    layers: StrictInt = Field(4, ge=1)
 
 
 class Generation(BaseModel):
@@ -206,7 +213,7 @@ class Curriculum(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    seed: int = Field(ge=0)
+    seed: StrictInt = Field(ge=0)
     store: str | None = None
     compression: str = Field(
         default_factory=lambda: _codecs()[0],

@@ -225,6 +225,22 @@ def record_dtype(meta: dict[str, Any]) -> np.dtype:
     )
 
 
+def slab_chunk(n: int, k: int) -> int:
+    """The chunk of an axis of ``n`` points that ``k`` writers fill by slabs: the largest that
+    :func:`slabs` still cuts into ``k`` slabs (``ceil(n / k)`` when that gives ``k`` chunks;
+    a UserInputError when ``k`` exceeds ``n``).
+
+    >>> slab_chunk(9, 4), slab_chunk(17, 2)
+    (2, 9)
+    """
+    if not 1 <= k <= n:
+        raise UserInputError(f"{k} ranks for {n} x points: at most one rank per point")
+    chunk = -(-n // k)
+    while -(-n // chunk) < k:
+        chunk -= 1
+    return chunk
+
+
 def slabs(n: int, chunk: int, k: int) -> list[tuple[int, int]]:
     """``k`` slabs ``[lo, hi)`` of an axis of ``n`` points in chunks of ``chunk``: whole chunks
     each, as even as the chunks allow (the first ones get one chunk more), covering the axis.

@@ -143,7 +143,9 @@ def solve(
     ] = 32,
     snapshots: Annotated[
         int | None,
-        typer.Option("--snapshots", help="Stored time levels T.", show_default="11; steady: 1"),
+        typer.Option(
+            "--snapshots", min=1, help="Stored time levels T.", show_default="11; steady: 1"
+        ),
     ] = None,
     param: Annotated[
         list[str] | None,
@@ -178,7 +180,7 @@ def solve(
     fam = get_family(family)
     values = parse_assignments(param or [])
     params = fam.parse_params(values)
-    grid = fam.grid(dim, resolution, snapshots or (1 if fam.steady else 11))
+    grid = fam.grid(dim, resolution, (1 if fam.steady else 11) if snapshots is None else snapshots)
     if ranks is not None:
         solve_on_ranks(fam, grid, values, seed, stage, out, ranks, hosts, as_json)
         return

@@ -44,12 +44,7 @@ def chunk_x_for(X: int, ranks: int) -> int:
     """The x chunk of a group whose samples ``ranks`` processes write in slabs: the largest
     chunk that :func:`format.slabs` still cuts into ``ranks`` slabs (``ceil(X / ranks)`` when
     that gives ``ranks`` chunks)."""
-    if not 1 <= ranks <= X:
-        raise UserInputError(f"{ranks} ranks for {X} x rows")
-    cx = -(-X // ranks)
-    while -(-X // cx) < ranks:
-        cx -= 1
-    return cx
+    return fmt.slab_chunk(X, ranks)
 
 
 def check_ranks(ranks: int, grid: Grid, *, hosts: str | None) -> None:

@@ -5,12 +5,15 @@
   ``PREFECT_API_URL`` points at it for this process and for Ray workers.
 - ``fresh_python``: runs code in a fresh interpreter (``sys.modules`` starts empty).
 - ``running``: the processes whose command line holds given words (Linux's /proc).
+- ``refused``: runs the ``pdeladder`` console script on bad input and asserts one line, exit 2,
+  nothing written.
 """
 
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +80,27 @@ def running() -> Callable[..., list[int]]:
         return found
 
     return pids
+
+
+#: The installed console script, as a user runs it.
+PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+
+
+@pytest.fixture
+def refused() -> Callable[..., str]:
+    """``refused(*args, out=None, cwd=None)``: run ``pdeladder *args`` and assert that it exits
+    2 with exactly one stderr line starting ``error:`` and that nothing exists at ``out`` (the
+    output path the command was given) afterwards; returns that line."""
+
+    def run(*args: str, out: str | Path | None = None, cwd: str | Path | None = None) -> str:
+        proc = subprocess.run(
+            [PDELADDER, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd
+        )
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr[-3000:])
+        assert lines[0].startswith("error: "), lines[0]
+        if out is not None:
+            assert not os.path.lexists(Path(cwd or ".", out)), f"{out} was written"
+        return lines[0]
+
+    return run

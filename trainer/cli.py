@@ -103,7 +103,7 @@ def _domain_ranks(value: str | None) -> int | str | None:
     """``--domain-ranks``: a positive number or ``auto``, as one-line errors say."""
     if value is None or value == "auto":
         return value
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdecimal()) or int(value) < 1:
         raise UserInputError(f"--domain-ranks must be a positive number or auto, got {value!r}")
     return int(value)
 

@@ -43,7 +43,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.outputs import check_apart
+from pdeladder.outputs import check_apart, check_writable
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.metrics import nrmse, pdebench_scores, well_vrmse
 from pdeladder.trainer.models.checkpoint import load_model
@@ -275,6 +275,7 @@ def evaluate_checkpoint(
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     if out_dir is not None:
         check_apart(out_dir, [store_url, checkpoint])
+        check_writable(out_dir)  # before the evaluation, not after it
     model, meta = load_model(checkpoint)
     model.eval()
     symmetrize = symmetrized(meta, symmetrize)
@@ -286,7 +287,7 @@ def evaluate_checkpoint(
     chosen = {}  # path -> (group, seen, its data, the baseline's samples, evaluated samples)
     for path in store.groups():
         g = store.group(path)
-        if not knows(layout, g):
+        if not knows(layout, g, model.config.modes):
             continue  # a family, or a dimension of it, the model has no channel slots for
         seen = path in trained
         catalog = Catalog.build(

@@ -30,7 +30,15 @@ import torch
 import torch.distributed as dist
 
 from pdeladder.dataset.collate import make_batch
-from pdeladder.dataset.format import FAILED, MISSING, MUTABLE_ATTRS, OK, group_metadata, slabs
+from pdeladder.dataset.format import (
+    FAILED,
+    MISSING,
+    MUTABLE_ATTRS,
+    OK,
+    group_metadata,
+    slabs,
+)
+from pdeladder.dataset.format import slab_chunk as format_slab_chunk
 from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
@@ -42,6 +50,7 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab
+from pdeladder.trainer.layers.spectral import half_axis
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.refine import check_steps, refine_batch
 from pdeladder.trainer.training.processor import DataProcessor
@@ -52,17 +61,31 @@ from pdeladder.trainer.training.validation import predict, symmetrized
 Progress = Callable[[str, int], Callable[[int], None]]
 
 
-def model_groups(store: Store, layout: SlotLayout) -> list[str]:
-    """The groups of ``store`` the model of ``layout`` has channel slots for (family and dim)."""
-    return [p for p in store.groups() if knows(layout, store.group(p))]
+def model_groups(
+    store: Store, layout: SlotLayout, modes: tuple[int, ...] | None = None
+) -> list[str]:
+    """The groups of ``store`` the model of ``layout`` (and ``modes``) can predict
+    (:func:`knows`)."""
+    return [p for p in store.groups() if knows(layout, store.group(p), modes)]
 
 
-def knows(layout: SlotLayout, group: Group) -> bool:
-    """Whether ``layout`` has ``group``'s family and a slot for each of its channels."""
+def knows(layout: SlotLayout, group: Group, modes: tuple[int, ...] | None = None) -> bool:
+    """Whether ``layout`` has ``group``'s family and a slot for each of its channels, and (given
+    the model's ``modes``) whether its grid has points only on the axes the model's weights
+    cover (a model trained in 1D has one mode in y and z: it cannot run on a 2D grid)."""
     family = get_family(group.family)
+    if modes is not None and not covers(modes, group.grid):
+        return False
     return group.family in layout.families and set(family.channel_names(group.grid.dim)) <= set(
         layout.slots
     )
+
+
+def covers(modes: tuple[int, ...], grid) -> bool:
+    """Whether weights with ``modes`` over ``(t, x, y, z)`` run on ``grid``: no axis after their
+    half axis (:func:`~pdeladder.trainer.layers.spectral.half_axis`) has points."""
+    shape = (grid.snapshots, *grid.shape)
+    return all(n == 1 for n in shape[half_axis(tuple(modes)) + 1 :])
 
 
 def check_out(out_url: str, store_url: str, checkpoint: str | Path, force: bool) -> None:
@@ -100,8 +123,11 @@ def target_group(
 
 
 def slab_chunk(x: int, domain_ranks: int) -> int:
-    """x points per ``fields`` chunk of a group that ``domain_ranks`` writers fill by slabs."""
-    return -(-x // domain_ranks)
+    """x points per ``fields`` chunk of a group that ``domain_ranks`` writers fill by slabs:
+    the rule of ``solve --ranks`` (:func:`~pdeladder.dataset.format.slab_chunk`), so that
+    :func:`~pdeladder.dataset.format.slabs` cuts x into ``domain_ranks`` slabs (``ceil(X /
+    K)`` alone gave X = 9, K = 4 three chunks)."""
+    return format_slab_chunk(x, domain_ranks)
 
 
 def slab_tiling(grid, domain_ranks: int, padding: float) -> DomainTiling:
@@ -264,13 +290,19 @@ def predict_store(
     layout = SlotLayout.from_json(meta["layout"])
     symmetrize = symmetrized(meta, symmetrize)
     store = open_store(store_url)
-    known = model_groups(store, layout)
+    known = model_groups(store, layout, model.config.modes)
     if groups:
         available = store.groups()
         for path in groups:
             if path not in available:
                 raise UserInputError(
                     f"{store_url}: no group {path!r}; groups: {', '.join(available)}"
+                )
+            if path in model_groups(store, layout) and path not in known:
+                raise UserInputError(
+                    f"{store_url}::{path}: a {store.group(path).grid.dim}D grid, which the "
+                    f"model's modes {tuple(model.config.modes)} do not cover (trained on fewer "
+                    "dimensions)"
                 )
             if path not in known:
                 raise UserInputError(

@@ -30,11 +30,21 @@ class Loss(StrEnum):
     h1 = "h1"
 
 
+#: The largest axis (points or modes), hidden width and depth ``scale`` models: beyond any
+#: run, and the bound that keeps an estimate (and the ``--fit`` search) quick.
+MAX_AXIS, MAX_WIDTH, MAX_LAYERS = 1 << 20, 1 << 16, 1000
+
+
 def _ints(text: str, count: int, what: str) -> tuple[int, ...]:
-    """``"a,b,c"`` → ``count`` positive integers, or a one-line error naming ``what``."""
-    parts = text.split(",")
-    if len(parts) != count or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise UserInputError(f"{what} must be {count} positive integers a,b,.., got {text!r}")
+    """``"a,b,c"`` → ``count`` positive integers up to :data:`MAX_AXIS`, or a one-line error
+    naming ``what`` (ASCII digits only: ``str.isdigit`` accepts ``²``, which ``int`` refuses)."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != count or not all(
+        p.isascii() and p.isdecimal() and 0 < int(p) <= MAX_AXIS for p in parts
+    ):
+        raise UserInputError(
+            f"{what} must be {count} positive integers a,b,.. of at most {MAX_AXIS}, got {text!r}"
+        )
     return tuple(int(p) for p in parts)
 
 
@@ -91,9 +101,18 @@ def scale(
 
     shape = _ints(sample, 5, "the sample shape T,C,X,Y,Z")
     channels = shape[1]
-    for name, value in (("width", width), ("layers", layers), ("batch", batch)):
-        if value < 1:
-            raise UserInputError(f"--{name} must be positive, got {value}")
+    bounds = (("width", width, MAX_WIDTH), ("layers", layers, MAX_LAYERS), ("batch", batch, None))
+    for name, value, most in (
+        *bounds,
+        ("ranks", ranks, None),
+        ("domain-ranks", domain_ranks, None),
+    ):
+        if value < 1 or (most is not None and value > most):
+            within = f"between 1 and {most}" if most else "positive"
+            raise UserInputError(f"--{name} must be {within}, got {value}")
+    for name, value in (("in-channels", in_channels), ("out-channels", out_channels)):
+        if not 0 <= value <= MAX_WIDTH:
+            raise UserInputError(f"--{name} must lie in [0, {MAX_WIDTH}] (0: from C), got {value}")
     if not 0 <= padding < 1:
         raise UserInputError(f"--padding must lie in [0, 1), got {padding:g}")
     config = OperatorConfig(

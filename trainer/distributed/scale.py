@@ -409,12 +409,16 @@ def inference_bytes(run: Run, slab: Slab) -> dict[str, int]:
     return parts | {"peak": sum(parts.values())}
 
 
+#: The most domain ranks :func:`smallest_tiling` tries (the search stays quick on any grid).
+MAX_FIT_DOMAIN = 4096
+
+
 def smallest_tiling(run: Run, dev: Device, dp: int = 1) -> Estimate:
     """The fewest domain ranks (``dp`` groups of them, on as few nodes) whose largest rank's
     predicted peak fits ``dev``'s memory; a one-line error when none up to the grid's x points
     does."""
     best = None
-    for k in range(1, run.grid[1] // 2 + 1):
+    for k in range(1, min(run.grid[1] // 2, MAX_FIT_DOMAIN) + 1):
         try:
             candidate = replace(run, ranks=dp * k, domain=k)
         except UserInputError:

@@ -50,7 +50,12 @@ def read_model_json(folder: str | Path) -> dict[str, Any]:
         raise UserInputError(
             f"{folder}: not a model checkpoint (needs {CONFIG_FILE} and {WEIGHTS_FILE})"
         )
-    doc = json.loads(path.read_text())
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise UserInputError(f"{path}: damaged, not JSON ({err}); save the model again") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("args"), dict):
+        raise UserInputError(f"{path}: damaged, no model arguments; save the model again")
     if doc.get("model") not in MODELS:
         raise UserInputError(
             f"{path}: unknown model {doc.get('model')!r}; known: {', '.join(MODELS)}"
@@ -64,8 +69,19 @@ def load_model(
     """Rebuild the model saved in ``folder``; returns (model, metadata). Spectral weights of
     the layout before :data:`WEIGHT_LAYOUT` are converted to it (the same function)."""
     doc = read_model_json(folder)
-    model = MODELS[doc["model"]](OperatorConfig.from_json(doc["args"]))
-    state = load_file(Path(folder) / WEIGHTS_FILE, device=map_location)
+    check_device(map_location)
+    try:
+        model = MODELS[doc["model"]](OperatorConfig.from_json(doc["args"]))
+    except (TypeError, ValueError, KeyError, RuntimeError) as err:
+        raise UserInputError(
+            f"{Path(folder) / CONFIG_FILE}: damaged model arguments ({err}); save the model again"
+        ) from None
+    try:
+        state = load_file(Path(folder) / WEIGHTS_FILE, device=map_location)
+    except Exception as err:  # safetensors raises its own SafetensorError on damaged bytes
+        raise UserInputError(
+            f"{Path(folder) / WEIGHTS_FILE}: damaged weights ({err}); save the model again"
+        ) from None
     layout = doc.get("weight_layout")
     if layout is None:
         state = {
@@ -76,5 +92,29 @@ def load_model(
         raise UserInputError(
             f"{folder}: weight_layout {layout!r} is not {WEIGHT_LAYOUT!r}, the one this version reads"
         )
-    model.load_state_dict(state)
-    return model, doc["metadata"]
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:  # missing, unexpected or differently shaped weights
+        first = str(err).splitlines()[1].strip() if "\n" in str(err) else str(err)
+        raise UserInputError(
+            f"{folder}: the weights do not match model.json's arguments ({first}); "
+            "save the model again"
+        ) from None
+    return model, doc.get("metadata", {})
+
+
+def check_device(device: str) -> None:
+    """Refuse a torch ``device`` that is not one or not on this machine (one line)."""
+    import torch
+
+    try:
+        kind = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise UserInputError(f"--device {device!r}: not a torch device ({err})") from None
+    if kind.type == "cuda" and (
+        not torch.cuda.is_available() or (kind.index or 0) >= torch.cuda.device_count()
+    ):
+        raise UserInputError(f"--device {device}: no such CUDA device on this machine; use cpu")
+    backend = getattr(torch, kind.type, None)
+    if kind.type != "cpu" and not (backend and backend.is_available()):
+        raise UserInputError(f"--device {device}: not available on this machine; use cpu")
