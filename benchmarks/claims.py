@@ -54,7 +54,8 @@ Nothing here is tuned to a target. ``python benchmarks/claims.py [--out DIR] [--
 writes ``claims.json`` (every seed's group reports, walls and curves, and the aggregates),
 ``claims.md`` (the tables), ``curves.png`` (training data loss, relative L2 of the normalised
 fields, against the step, per variant and seed) and the runs (``runs/<variant>-s<seed>``);
-``--smoke`` runs tiny sizes on 2 seeds to check the script.
+``--smoke`` runs tiny sizes on 2 seeds to check the script; ``--threads 1`` trains and scores on
+one thread (on a machine shared with other jobs several times faster for these small models).
 """
 
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
@@ -296,6 +297,7 @@ class Bench:
     store: str
     snapshots: dict[str, int]
     seed: int = SEED
+    threads: int | str = "auto"
     walls: dict[str, float] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
     params: dict[str, int] = field(default_factory=dict)
@@ -310,6 +312,8 @@ class Bench:
         """The curriculum ``<name>-s<seed>`` of this bench's seed: its runs' folder
         ``out/runs/<name>-s<seed>`` is never shared by two seeds."""
         model = self.model if model is None else model
+        if self.threads != "auto":
+            stages = [with_training(s, threads=self.threads) for s in stages]
         return curriculum(f"{name}-s{self.seed}", stages, model, self.out, self.seed)
 
     def path(self, stage_name: str, family: str) -> str:
@@ -362,8 +366,9 @@ class Bench:
         return evaluate_checkpoint(checkpoint, self.store, held_out=self.sizes.held_out)["groups"]
 
 
-def setup(sizes: Sizes, out: Path, model: dict | None) -> Bench:
-    """The stages from the quick-start's, solved into ``out/store.zarr``."""
+def setup(sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto") -> Bench:
+    """The stages from the quick-start's, solved into ``out/store.zarr``; ``threads``: every
+    training stage's ``training.threads``."""
     qs = quickstart()
     model = model or qs["model"]
     n, n2 = sizes.resolution, 2 * sizes.resolution - 1
@@ -382,7 +387,7 @@ def setup(sizes: Sizes, out: Path, model: dict | None) -> Bench:
     solved = curriculum("claims", list(stages.values()), model, out)
     materialize(solved, store_url=store)
     snapshots = {e.family: g.snapshots for e, g in solved.stages[0].groups()}
-    bench = Bench(sizes, out, model, stages, store, snapshots)
+    bench = Bench(sizes, out, model, stages, store, snapshots, threads=threads)
     bench.walls["solve (all stages)"] = time.perf_counter() - t0
     return bench
 
@@ -551,8 +556,8 @@ def aggregate(per_seed: list[dict]) -> dict[str, Any]:
     return {"a": a, "b": b, "c": c, "d": d}
 
 
-def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
-    bench = setup(sizes, out, model)
+def run(sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto") -> dict[str, Any]:
+    bench = setup(sizes, out, model, threads)
     seeds = [SEED + k for k in range(sizes.seeds)]
     runs = {}
     for seed in seeds:
@@ -563,6 +568,7 @@ def run(sizes: Sizes, out: Path, model: dict | None) -> dict[str, Any]:
     return {
         "sizes": asdict(sizes),
         "model": bench.model,
+        "threads": threads,
         "seeds": seeds,
         "specialist_width": runs[seeds[0]]["specialist_width"],
         "params": first.params,
@@ -743,6 +749,13 @@ def main() -> None:
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     ap.add_argument("--width", type=int, help="model width (default: the quick-start's)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on 2 seeds: check the script")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads of every training stage, the FNOs and the evaluation (default: the "
+        "stages' auto, every CPU; on a machine shared with other jobs 1 is several times faster "
+        "for these small models)",
+    )
     args = ap.parse_args()
     sizes = Sizes.smoke() if args.smoke else Sizes(**{k: getattr(args, k) for k in asdict(Sizes())})
     if sizes.seeds < 2:
@@ -751,9 +764,11 @@ def main() -> None:
     if args.width and model is None:
         model = {**quickstart()["model"], "width": args.width}
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     with ray_session():
-        result = run(sizes, args.out, model)
+        result = run(sizes, args.out, model, args.threads or "auto")
     result["wall_s"]["whole run"] = round(time.perf_counter() - t0, 1)
     parts = tables(result)
     show(parts, Console(width=200))
