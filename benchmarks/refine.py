@@ -58,10 +58,13 @@ def main() -> None:
     ap.add_argument("--checkpoint", type=Path, required=True)
     ap.add_argument("--store", required=True)
     ap.add_argument("--steps", default="25,50,100,200", help="step counts reported")
+    ap.add_argument("--groups", nargs="*", help="group paths (default: every group it knows)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-refine"))
     args = ap.parse_args()
     counts = sorted({int(s) for s in args.steps.split(",")})
-    report = evaluate_checkpoint(args.checkpoint, args.store, refine=counts[-1])
+    report = evaluate_checkpoint(
+        args.checkpoint, args.store, refine=counts[-1], groups=args.groups or None
+    )
     rows = {}
     for path, r in report["groups"].items():
         curve, refinement = r["refinement"]["curve"], r["refinement"]

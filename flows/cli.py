@@ -9,6 +9,10 @@ from rich.table import Table
 
 from pdeladder.errors import UserInputError
 
+#: L-BFGS steps refining the demo's last predictions (docs/trainer.md, "Refinement at
+#: inference"; measured by benchmarks/refine.py).
+DEMO_REFINE = 100
+
 app = typer.Typer(
     help="Prefect flows: serve the data-campaign, train and closed-loop deployments.",
     no_args_is_help=True,
@@ -67,6 +71,14 @@ def demo(
         Path, typer.Option(help="Folder of models, evaluations and weights files.")
     ] = Path("runs/quickstart"),
     workers: Annotated[int, typer.Option(min=1, help="Solver actors and Ray Train workers.")] = 2,
+    refine: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="L-BFGS steps against the PDE residual refining the last stage's predictions, "
+            "scored beside the unrefined (0: none).",
+        ),
+    ] = DEMO_REFINE,
     host: Host = "127.0.0.1",
     port: Port = 4200,
     startup_timeout: StartupTimeout = 300,
@@ -84,7 +96,13 @@ def demo(
     file = quickstart_file()
     with prefect_api(host, port, startup_timeout):
         typer.echo(f"Prefect UI (while the demo runs): {get_current_settings().ui_url}")
-        loop = Loop(curriculum=str(file), store_url=store, run_dir=str(run_dir), workers=workers)
+        loop = Loop(
+            curriculum=str(file),
+            store_url=store,
+            run_dir=str(run_dir),
+            workers=workers,
+            refine=refine,
+        )
         result = closed_loop(loop)
     console = Console()
     console.print(scores_table(f"{file.name}: held-out scores after each stage", result["scores"]))
@@ -99,7 +117,16 @@ def scores_table(title: str, rows: list[dict[str, Any]]) -> Table:
     table = Table(
         title=f"{title}, against the trivial baseline (persistence; steady: training mean field)"
     )
-    columns = ("stage", "family", "nrmse", "baseline", "ratio", "residual", "next_weight")
+    columns = (
+        "stage",
+        "family",
+        "nrmse",
+        "baseline",
+        "ratio",
+        "refined",
+        "residual",
+        "next_weight",
+    )
     for col in columns:
         table.add_column(col, justify="left" if col in ("stage", "family") else "right")
     for row in rows:

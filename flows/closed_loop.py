@@ -63,6 +63,13 @@ class Loop(CurriculumSource):
         le=4.0,
         description="Weight = (score / mean score) ** sharpness; 0 keeps the configured budget.",
     )
+    refine: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="L-BFGS steps against the PDE residual that refine each prediction in the "
+        "last stage's evaluation, scored beside the unrefined ones; 0: none.",
+    )
 
 
 def steering_weights(
@@ -89,11 +96,12 @@ def steering_weights(
     retry_condition_fn=transient,
     cache_policy=NO_CACHE,
 )
-def evaluate(checkpoint: str, store_url: str, out_dir: Path) -> dict[str, Any]:
-    """Scores of the model per group and per family, and ``report.md`` under ``out_dir``."""
+def evaluate(checkpoint: str, store_url: str, out_dir: Path, refine: int = 0) -> dict[str, Any]:
+    """Scores of the model per group and per family (refined by ``refine`` steps, the
+    unrefined beside them), and ``report.md`` under ``out_dir``."""
     from pdeladder.trainer.evaluate import evaluate_checkpoint
 
-    return evaluate_checkpoint(checkpoint, store_url, out_dir)
+    return evaluate_checkpoint(checkpoint, store_url, out_dir, refine=refine)
 
 
 @task(cache_policy=NO_CACHE)
@@ -134,7 +142,8 @@ def closed_loop(loop: Loop) -> dict[str, Any]:
             )
         )
         out_dir = run_dir / "evaluation" / name
-        report = evaluate(trained["checkpoint"], store_url, out_dir)
+        last = k + 1 == len(stages)
+        report = evaluate(trained["checkpoint"], store_url, out_dir, loop.refine if last else 0)
         create_markdown_artifact(
             (out_dir / "report.md").read_text(),
             key="closed-loop-evaluation",
@@ -149,15 +158,20 @@ def closed_loop(loop: Loop) -> dict[str, Any]:
             )
             weights_file = write_weights(steer, run_dir / "weights" / f"{following}.yaml")
             logger.info("stage %s weights: %s", following, steer.families)
+        from pdeladder.trainer.evaluate import beats, ratio  # torch: only once a stage ran
+
         for family, score in report["families"].items():
+            plain = score.get("unrefined_nrmse", score["nrmse"])  # the model's own
+            base = score["baseline_nrmse"]
             rows.append(
                 {
                     "stage": name,
                     "family": family,
-                    "nrmse": round(score["nrmse"], 5),
-                    "baseline": round(score["baseline_nrmse"], 5),
-                    "ratio": None if score["ratio"] is None else round(score["ratio"], 4),
-                    "beats_baseline": score["beats_baseline"],
+                    "nrmse": round(plain, 5),
+                    "baseline": round(base, 5),
+                    "ratio": None if ratio(plain, base) is None else round(ratio(plain, base), 4),
+                    "beats_baseline": beats(plain, base),
+                    "refined": round(score["nrmse"], 5) if "unrefined_nrmse" in score else None,
                     "residual": round(score["residual"], 5),
                     "next_weight": steer.families.get(family) if steer else None,
                 }

@@ -140,6 +140,10 @@ def evaluate(
     ] = 1,
     symmetrize: Symmetrize = None,
     refine: Refine = "0",
+    groups: Annotated[
+        list[str] | None,
+        typer.Option("--groups", help="Group path to score (repeatable; default: all it knows)."),
+    ] = None,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -159,6 +163,7 @@ def evaluate(
         domain_ranks=domain_ranks,
         symmetrize=symmetrize,
         refine=refine,
+        groups=groups,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))

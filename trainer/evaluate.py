@@ -252,6 +252,7 @@ def evaluate_checkpoint(
     domain_ranks: int = 1,
     symmetrize: bool | None = None,
     refine: int | str = 0,
+    groups: list[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
@@ -269,7 +270,9 @@ def evaluate_checkpoint(
     ``refine``: score the predictions improved by that many iterations against each family's
     residual (:mod:`pdeladder.trainer.refine`); each group's report then also holds the
     unrefined scores (``unrefined``) and the refinement's nRMSE after every iteration and its
-    time per sample (``refinement``; the curve only in one process)."""
+    time per sample (``refinement``; the curve only in one process).
+
+    ``groups``: the group paths to score (default: every group the model knows)."""
     refine = check_steps(refine)
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
@@ -285,7 +288,12 @@ def evaluate_checkpoint(
     trained = set(meta.get("paths", []))
     trained_res = {p.split("/")[1] + "/" + p.split("/")[2].split("_n")[0] for p in trained}
     chosen = {}  # path -> (group, seen, its data, the baseline's samples, evaluated samples)
-    for path in store.groups():
+    available = store.groups()
+    if unknown := [p for p in groups or [] if p not in available]:
+        raise UserInputError(
+            f"{store_url}: no group {unknown[0]!r}; groups: {', '.join(available)}"
+        )
+    for path in groups or available:
         g = store.group(path)
         if not knows(layout, g, model.config.modes):
             continue  # a family, or a dimension of it, the model has no channel slots for

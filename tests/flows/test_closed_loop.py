@@ -39,6 +39,7 @@ def test_the_loop_solves_trains_evaluates_and_steers(tiny_spec: Path, tmp_path: 
         workers=1,
         run_dir=str(tmp_path / "run"),
         steer_by=SteerBy.nrmse,
+        refine=3,
     )
     state = closed_loop(loop, return_state=True)
     assert state.is_completed(), state.message
@@ -63,12 +64,13 @@ def test_the_loop_solves_trains_evaluates_and_steers(tiny_spec: Path, tmp_path: 
             r["nrmse"] / r["baseline"], rel=1e-3
         )
         assert isinstance(r["beats_baseline"], bool)
+        assert (r["refined"] is None) == (r["stage"] == "first")  # the last stage's, refined
     arts = artifacts(state.state_details.flow_run_id)
     assert '"stage": "second"' in arts["closed-loop-scores"].data
 
 
 def test_the_score_table_shows_the_baseline_and_flags_a_model_that_does_not_beat_it():
-    row = {"stage": "first", "residual": 0.1, "next_weight": None}
+    row = {"stage": "first", "residual": 0.1, "next_weight": None, "refined": None}
     rows = [
         {
             **row,
@@ -77,6 +79,7 @@ def test_the_score_table_shows_the_baseline_and_flags_a_model_that_does_not_beat
             "baseline": 0.5,
             "ratio": 0.2,
             "beats_baseline": True,
+            "refined": 0.0123,
         },
         {
             **row,
@@ -92,4 +95,5 @@ def test_the_score_table_shows_the_baseline_and_flags_a_model_that_does_not_beat
     text = console.export_text().splitlines()
     lines = {f: next(line for line in text if f in line) for f in ("heat", "burgers")}
     assert "0.5" in lines["heat"] and "0.2" in lines["heat"] and "not better" not in lines["heat"]
+    assert "0.0123" in lines["heat"]
     assert "1.2" in lines["burgers"] and "1.17 not better than baseline" in lines["burgers"]

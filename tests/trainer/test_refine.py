@@ -146,13 +146,13 @@ def test_predict_refine_on_two_domain_ranks_equals_one_process_and_is_recorded(
     outs = {}
     for k in (1, 2):
         outs[k] = str(tmp_path / f"pred{k}.zarr")
-        predict_store(ckpt, known_store.url, outs[k], domain_ranks=k, refine=20)
+        predict_store(ckpt, known_store.url, outs[k], domain_ranks=k, refine=8)
     one, two = open_store(outs[1]), open_store(outs[2])
     plain = str(tmp_path / "plain.zarr")
     predict_store(ckpt, known_store.url, plain)
     for path in known_store.paths:
         a, b = one.group(path), two.group(path)
-        assert a.attrs["prediction"]["refine_steps"] == 20
+        assert a.attrs["prediction"]["refine_steps"] == 8
         moved = 0.0
         for i in range(known_store.samples):
             np.testing.assert_allclose(a.read(i), b.read(i), rtol=1e-5, atol=1e-5)
@@ -160,7 +160,7 @@ def test_predict_refine_on_two_domain_ranks_equals_one_process_and_is_recorded(
                 moved, float(np.abs(a.read(i) - open_store(plain).group(path).read(i)).max())
             )
             record = json.loads(a.column("provenance")[i])["refinement"]
-            assert record["steps"] == 20
+            assert record["steps"] == 8
             assert record["residual"][1] < record["residual"][0]
         assert moved > 1e-3  # the refinement changed the prediction
 
