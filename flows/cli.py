@@ -9,9 +9,10 @@ from rich.table import Table
 
 from pdeladder.errors import UserInputError
 
-#: L-BFGS steps refining the demo's last predictions (docs/trainer.md, "Refinement at
-#: inference"; measured by benchmarks/refine.py).
-DEMO_REFINE = 100
+#: L-BFGS steps refining the demo's last predictions: none by default, since on two cores a
+#: 33² sample takes seconds per 25 steps, against 0.1-0.9 s for its FEM solve, which would take
+#: the demo past its 15 minutes (benchmarks/RESULTS.md, "Refinement at inference").
+DEMO_REFINE = 0
 
 app = typer.Typer(
     help="Prefect flows: serve the data-campaign, train and closed-loop deployments.",
