@@ -345,6 +345,13 @@ def group_metadata(
     return meta
 
 
+def plain_name(name: object) -> bool:
+    """Whether a channel or parameter name read from a store is an ASCII identifier: names
+    become array keys, HDF5 paths and file names in exports, and must never be able to name
+    another place (``../x``, ``a/b``)."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier()
+
+
 def attr_problems(attrs: Mapping[str, Any]) -> Iterator[str]:
     """What is wrong with a group's attributes (the version aside: :func:`check_version`):
     presence and types of :data:`GROUP_ATTRS`, channel and parameter entries, the grid they
@@ -366,9 +373,13 @@ def attr_problems(attrs: Mapping[str, Any]) -> Iterator[str]:
             yield f"channel entry {c!r} needs exactly name, long_name, units, role"
         elif c["role"] not in ("input", "output"):
             yield f"channel {c['name']!r} has role {c['role']!r}, not input/output"
+        elif not plain_name(c["name"]):
+            yield f"channel name {c['name']!r} is not a plain identifier"
     for p in parameters if isinstance(parameters, list) else []:
         if not isinstance(p, dict) or not {"name", "units"} <= set(p):
             yield f"parameter entry {p!r} needs name and units"
+        elif not plain_name(p["name"]):
+            yield f"parameter name {p['name']!r} is not a plain identifier"
     if attrs.get("compression") not in COMPRESSIONS:
         yield f"unknown compression {attrs.get('compression')!r}"
     if not typed:

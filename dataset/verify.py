@@ -23,7 +23,8 @@ from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.moments import merge_moments
 from pdeladder.dataset.store import Store, open_store
-from pdeladder.errors import FormatError, StoreError
+from pdeladder.errors import FormatError, StoreError, UnknownNameError
+from pdeladder.solvers.registry import get_family
 
 #: ``progress(group path, ok samples to read)`` returns the function called once per sample
 #: read, from the reading threads (the CLI draws a bar with it).
@@ -50,6 +51,20 @@ def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
     except FormatError as err:
         yield str(err).removeprefix("group: ")
     yield from fmt.attr_problems(attrs)
+
+
+def check_identity(attrs: dict[str, Any], path: str) -> Iterator[str]:
+    """The group's path is the one its (well-typed) attributes name, and its family is one
+    this pdeladder has (a built-in or an installed one)."""
+    named = fmt.group_path(
+        attrs["stage"], attrs["family"], attrs["dim"], attrs["resolution"], attrs["snapshots"]
+    )
+    if named != path:
+        yield f"its attributes name the group {named!r}, not its path"
+    try:
+        get_family(attrs["family"])
+    except UnknownNameError as err:
+        yield str(err)
 
 
 def check_array(node: zarr.Group, spec: fmt.ArraySpec) -> Iterator[str]:
@@ -245,6 +260,8 @@ def store_problems(
         where = f"{store.url}::{path}"
         attrs = dict(store.root[path].attrs)
         out[path] = [Problem(where, "structure", m) for m in check_group_attrs(attrs)]
+        if not out[path]:
+            out[path] = [Problem(where, "structure", m) for m in check_identity(attrs, path)]
         if out[path]:
             continue  # every wrong attribute named, where opening the group names the first
         try:

@@ -464,6 +464,21 @@ def test_group_attributes_are_typed_and_checked_once_opened(tmp_path):
     assert isinstance(result.exception, FormatError)
 
 
+@pytest.mark.parametrize("where", ["channels", "parameters"])
+def test_a_name_that_could_name_another_place_is_refused_when_a_group_opens(tmp_path, where):
+    """A tampered channel or parameter name (one an export would take as an HDF5 path or a
+    file name) is a damaged attribute: one line when the group opens, and `verify` lists it."""
+    url = str(tmp_path)
+    made = open_store(url, mode="a").require_group("s0", HEAT, GRID, n_samples=2)
+    attrs = zarr.open_group(url, mode="r", path=made.path).attrs.asdict()
+    entries = [dict(e) for e in attrs[where]]
+    entries[0]["name"] = "../../../../x"
+    zarr.open_group(url, mode="r+", path=made.path).update_attributes({where: entries})
+    with pytest.raises(FormatError, match=r"name '../../../../x' is not a plain identifier"):
+        open_store(url).group(made.path)
+    assert any("not a plain identifier" in p for p in fmt.attr_problems({**attrs, where: entries}))
+
+
 @pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_older_versions_are_refused_in_one_line(tmp_path, version):
     """A store, or one group of it, of an older format version is refused wherever it is

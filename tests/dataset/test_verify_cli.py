@@ -128,6 +128,18 @@ def test_structure_problems_name_the_array(tmp_path, heat_samples):
     assert {p["kind"] for p in report["problems"]} == {"structure"}
 
 
+def test_a_tampered_stage_or_an_unknown_family_is_a_problem(tmp_path, heat_samples):
+    """The group's attributes must name its own path, and its family one that pdeladder has."""
+    url = str(tmp_path / "store")
+    _store(url, heat_samples)
+    zarr.open_group(url, mode="a")[PATH].update_attributes({"stage": "s9", "family": "nosuch"})
+    result = runner.invoke(cli.app, ["verify", url, "--json"])
+    assert result.exit_code != 0
+    messages = [p["message"] for p in json.loads(result.output)["problems"]]
+    assert messages[0] == "its attributes name the group 's9/nosuch/2d_n9_t5', not its path"
+    assert messages[1].startswith("unknown family 'nosuch'; available: heat")
+
+
 def test_newer_format_is_refused(tmp_path):
     newer = FORMAT_VERSION + 1
     zarr.open_group(
