@@ -181,9 +181,9 @@ def predict_into(
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
     pred = predict(model, processor, batch, slab, symmetrize, domain)  # (B, C, T, X, Y, Z)
+    given = processor.fields(batch)  # (B, C, T, X, Y, Z) physical
     refinement = {}
     if refine:
-        given = processor.fields(batch)
         pred, curves = refine_batch(pred, given, batch, layout, refine, slab=slab, domain=domain)
         (curve,) = curves.values()  # (B, refine + 1): one group, one family
         refinement = {
@@ -196,7 +196,7 @@ def predict_into(
     if grid.snapshots > 1:
         copied[:, 0] = True  # the initial condition too
     copied = copied[..., None, None, None].to(pred.device)
-    kept = torch.where(copied, processor.fields(batch)[:, slots], pred)
+    kept = torch.where(copied, given[:, slots], pred)
     out = kept.movedim(1, 2).cpu().numpy()  # (B, T, C_f, X, Y, Z), the store's order
     share = (time.perf_counter() - start) / len(indices)
     if slab is not None:

@@ -33,7 +33,7 @@ from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
-from pdeladder.trainer.losses.equation import family_views, residual_squares
+from pdeladder.trainer.losses.equation import family_views, residual_squares, wall_ends
 
 #: L-BFGS curvature pairs kept (each costs two inner products and two updates of a sample's
 #: size per step: more than 10 cost more time than they save iterations here).
@@ -78,10 +78,10 @@ def held_mask(
     zero = [c.wall if c.wall == "zero" else None for c in fam.channels_for(dim)]
     walls = torch.zeros(shape, dtype=torch.bool)
     if "zero" in zero:
-        ends = [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
         ones = torch.ones((1, *shape), dtype=torch.float32)
         odd = [[False] * len(zero)] * dim
-        walls = (stencils.with_walls(ones, zero, odd, dim, ends)[0] == 0) & ~inputs & ~first
+        set_to_zero = stencils.with_walls(ones, zero, odd, dim, wall_ends(slab, dim))[0] == 0
+        walls = set_to_zero & ~inputs & ~first
     return inputs | first | walls, walls
 
 

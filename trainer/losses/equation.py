@@ -241,11 +241,16 @@ def walled(fam: Family, fields: torch.Tensor, dim: int, slab: Slab) -> torch.Ten
     walls = [c.wall for c in channels]
     along = {name: v.index(name) for v in fam.vectors for name in v}
     odd = [[along.get(c.name) == a for c in channels] for a in range(dim)]
-    ends = [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
-    out = stencils.with_walls(fields, walls, odd, dim, ends)
+    out = stencils.with_walls(fields, walls, odd, dim, wall_ends(slab, dim))
     if slab.shape[0] > 1 and slab.lo[0] == 0 and "zero" in walls:
         out = torch.cat([fields[:, :, :1], out[:, :, 1:]], dim=2)
     return out
+
+
+def wall_ends(slab: Slab, dim: int) -> list[tuple[bool, bool]]:
+    """Per active axis, whether ``slab`` holds its low and high wall: x's only at the global
+    ends (a slab splits x alone), every other axis's always."""
+    return [(slab.lo[1] == 0, slab.hi[1] == slab.shape[1]), (True, True), (True, True)][:dim]
 
 
 def equation_loss(
