@@ -82,7 +82,8 @@ from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.ray_runtime import ray_session
 from pdeladder.trainer import evaluate_checkpoint, train_curriculum
-from pdeladder.trainer.evaluate import baseline_prediction, group_report, mean_field
+from pdeladder.trainer.baselines import baseline_prediction, mean_field
+from pdeladder.trainer.evaluate import group_report
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.training.processor import DataProcessor
 

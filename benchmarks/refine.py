@@ -34,7 +34,7 @@ from rich.table import Table
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer import evaluate_checkpoint
-from pdeladder.trainer.evaluate import plot_refinement
+from pdeladder.trainer.figures import plot_refinement
 
 #: Samples of each group re-solved to time the FEM solve.
 SOLVES = 4

@@ -11,6 +11,7 @@ family's code.
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -124,6 +125,20 @@ class ArraySpec:
 def group_path(stage: str, family: str, dim: int, resolution: int, snapshots: int) -> str:
     """``{stage}/{family}/{dim}d_n{resolution}_t{snapshots}``."""
     return f"{stage}/{family}/{dim}d_n{resolution}_t{snapshots}"
+
+
+def group_key(path: str) -> tuple[str, str, int, int, int]:
+    """``(stage, family, dim, resolution, snapshots)`` of a :func:`group_path`; ValueError for
+    a path it did not make.
+
+    >>> group_key("s1/heat/2d_n33_t11")
+    ('s1', 'heat', 2, 33, 11)
+    """
+    m = re.fullmatch(r"(.+)/([^/]+)/(\d+)d_n(\d+)_t(\d+)", path)
+    if m is None:
+        raise ValueError(f"{path!r} is not a group path (stage/family/<dim>d_n<N>_t<T>)")
+    stage, family, dim, resolution, snapshots = m.groups()
+    return stage, family, int(dim), int(resolution), int(snapshots)
 
 
 def spatial_shape(meta: dict[str, Any]) -> tuple[int, int, int]:

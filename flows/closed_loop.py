@@ -158,7 +158,7 @@ def closed_loop(loop: Loop) -> dict[str, Any]:
             )
             weights_file = write_weights(steer, run_dir / "weights" / f"{following}.yaml")
             logger.info("stage %s weights: %s", following, steer.families)
-        from pdeladder.trainer.evaluate import beats, ratio  # torch: only once a stage ran
+        from pdeladder.trainer.baselines import beats, ratio  # torch: only once a stage ran
 
         for family, score in report["families"].items():
             plain = score.get("unrefined_nrmse", score["nrmse"])  # the model's own

@@ -147,10 +147,10 @@ def evaluate(
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
-    from pdeladder.trainer.evaluate import (
+    from pdeladder.trainer.evaluate import evaluate_checkpoint
+    from pdeladder.trainer.report import (
         channel_cell,
         convention_tables,
-        evaluate_checkpoint,
         ratio_cell,
         refinement_rows,
     )

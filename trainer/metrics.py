@@ -1,9 +1,9 @@
 """Accuracy metrics: pdeladder's nRMSE and, beside it under their own names, PDEBench's and
 The Well's, so that a score can be compared with a published one.
 
-All functions take a prediction and its truth ``(B, C, T, X, Y, Z)`` (physical units, the uniform
+The scores take a prediction and its truth ``(B, C, T, X, Y, Z)`` (physical units, the uniform
 grid of the unit box, singleton axes for the missing dimensions) and the spatial dimension
-``dim`` where it matters. They are pure torch and compute in float64.
+``dim`` where it matters; PDEBench's and The Well's compute in float64. All are pure torch.
 
 **pdeladder's nRMSE** (:func:`nrmse`) is the one definition used by training validation
 (:func:`pdeladder.trainer.training.validation.sample_scores`), ``pdeladder evaluate`` and the
@@ -47,9 +47,18 @@ Differences worth knowing when comparing numbers: PDEBench and The Well weigh ev
 alike and score each time step separately, so their nRMSE weights late, small-norm snapshots
 more than pdeladder's space-time ratio does; neither has a baseline, so pdeladder reports both
 beside the trivial baseline's on the same samples.
+
+**pdeladder's diagnostics** beside the nRMSE, of one channel ``(B, T, X, Y, Z)`` (``pdeladder
+evaluate``'s report):
+:func:`band_rmse` (RMSE in thirds of the resolved radial wavenumbers), :func:`conservation_error`
+(drift of the spatial mean, prediction against truth) and :func:`boundary_error` (error on the
+walls over the field's RMS). :data:`CONVENTIONS` names the sets ``evaluate --metrics`` adds and
+:func:`convention_scores` computes them.
 """
 
+import itertools
 import math
+from typing import Any
 
 import torch
 
@@ -62,6 +71,14 @@ PDEBENCH_BANDS = (4, 12)
 #: The Well's ``eps`` in VRMSE's denominator.
 WELL_EPS = 1e-7
 SPACE = (-3, -2, -1)
+#: The metric conventions ``evaluate --metrics`` names, and the report sections each adds to
+#: pdeladder's own (always there: the family scores and the closed loop read them).
+CONVENTIONS: dict[str, tuple[str, ...]] = {
+    "ours": (),
+    "pdebench": ("pdebench",),
+    "well": ("well",),
+    "all": ("pdebench", "well"),
+}
 
 
 def nrmse(
@@ -75,6 +92,61 @@ def nrmse(
     (module docstring); on a ``slab`` of a sample split over ``domain``, as
     :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
     return relative_errors(pred, target, slab=slab, domain=domain)
+
+
+def channel_nrmse(pred: torch.Tensor, truth: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """:func:`nrmse` ``(B, C)`` of ``pred`` against ``truth`` (``(B, C, T, X, Y, Z)``,
+    physical), 0 where ``predicted`` ``(B, C)`` is false. A group's nRMSE is its mean over
+    samples and predicted channels, for the model and the baseline alike (as the trainer's
+    held-out score)."""
+    return nrmse(pred, truth) * predicted.to(pred.dtype)
+
+
+def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
+    """RMSE of ``err`` ``(B, T, X, Y, Z)`` in three radial wavenumber bands of the space axes
+    (low / mid / high: thirds of ``[0, max |k|]``)."""
+    spec = torch.fft.fftn(err, dim=tuple(range(2, 2 + dim)), norm="ortho").abs().square()
+    k = torch.stack(
+        torch.meshgrid(*[torch.fft.fftfreq(n) * n for n in err.shape[2 : 2 + dim]], indexing="ij")
+    )
+    radius = k.square().sum(0).sqrt()
+    radius = radius.reshape(*radius.shape, *([1] * (3 - dim)))
+    edges = torch.linspace(0, float(radius.max()) + 1e-9, 4)
+    n = err[0, 0].numel()
+    return [
+        float((spec * ((radius >= lo) & (radius < hi))).sum() / (err.shape[0] * err.shape[1] * n))
+        ** 0.5
+        for lo, hi in itertools.pairwise(edges.tolist())
+    ]
+
+
+def conservation_error(pred: torch.Tensor, truth: torch.Tensor) -> float:
+    """Largest change of the spatial mean since snapshot 0, prediction against truth
+    (``(B, T, X, Y, Z)``, one channel), relative to the truth's standard deviation."""
+    drift_p = pred.mean((2, 3, 4)) - pred.mean((2, 3, 4))[:, :1]
+    drift_t = truth.mean((2, 3, 4)) - truth.mean((2, 3, 4))[:, :1]
+    return float((drift_p - drift_t).abs().max() / truth.std().clamp_min(1e-20))
+
+
+def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
+    """``(X, Y, Z)`` mask of the grid points on the box's walls (the active axes' ends)."""
+    m = torch.zeros(shape, dtype=torch.bool)
+    for a in range(dim):
+        idx = [slice(None)] * 3
+        for end in (0, -1):
+            idx[a] = end
+            m[tuple(idx)] = True
+    return m
+
+
+def boundary_error(pred: torch.Tensor, truth: torch.Tensor, dim: int) -> float:
+    """RMS of ``pred - truth`` (``(B, T, X, Y, Z)``, one channel) on the walls, relative to the
+    RMS of ``truth`` over the whole grid: how far the prediction misses the boundary values, on
+    the field's scale (on a Dirichlet wall the truth is 0, so a ratio to its values there would
+    be undefined)."""
+    walls = boundary_mask(truth.shape[2:], dim)
+    miss = (pred - truth)[..., walls].square().mean()
+    return float((miss / truth.square().mean().clamp_min(1e-20)).sqrt())
 
 
 def scored_steps(fields: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
@@ -189,3 +261,38 @@ def pdebench_scores(
         "brmse": pdebench_brmse(pred, target, dim, initial_step).mean(0),
         "frmse": pdebench_frmse(pred, target, dim, initial_step),
     }
+
+
+def _finite(v: float) -> float | None:
+    """A score for JSON: None where it is undefined (an empty PDEBench band)."""
+    return v if math.isfinite(v) else None
+
+
+def convention_scores(
+    pred: torch.Tensor,
+    truth: torch.Tensor,
+    slots: list[int],
+    names: list[str],
+    dim: int,
+    conventions: tuple[str, ...],
+) -> dict[str, Any]:
+    """PDEBench's and The Well's scores per channel of ``pred`` against ``truth``
+    (``(B, C, T, X, Y, Z)``, physical), for the ``conventions`` asked for (sections of
+    :data:`CONVENTIONS`), channel ``slots`` named ``names``."""
+    out: dict[str, Any] = {}
+    p, t = pred[:, slots], truth[:, slots]
+    if "pdebench" in conventions:
+        s = pdebench_scores(p, t, dim)
+        out["pdebench"] = {
+            name: {
+                **{k: _finite(float(s[k][i])) for k in ("nrmse", "rmse", "crmse", "brmse")},
+                "frmse": dict(
+                    zip(("low", "mid", "high"), map(_finite, s["frmse"][i].tolist()), strict=True)
+                ),
+            }
+            for i, name in enumerate(names)
+        }
+    if "well" in conventions:
+        v = well_vrmse(p, t).mean((0, 2))
+        out["well"] = {name: {"vrmse": _finite(float(v[i]))} for i, name in enumerate(names)}
+    return out

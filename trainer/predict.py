@@ -50,11 +50,11 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab
+from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.layers.spectral import half_axis
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.refine import check_steps, refine_batch
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict, symmetrized
 
 #: ``progress(group path, samples)`` returns the function called with the number of samples
 #: each batch wrote (the CLI draws a bar with it).
@@ -162,7 +162,7 @@ def predict_into(
     ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
     predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
     commits each sample. ``symmetrize``, ``domain`` (the group of a ``slab``):
-    :func:`~pdeladder.trainer.training.validation.predict`'s. ``refine``: iterations of
+    :func:`~pdeladder.trainer.inference.predict`'s. ``refine``: iterations of
     :func:`~pdeladder.trainer.refine.refine_batch` on each prediction (on the slab, with the
     domain group), recorded in each sample's provenance.
     """
@@ -272,8 +272,8 @@ def predict_store(
     the prediction store), as ``evaluate`` does for the held-out samples.
 
     ``symmetrize``: write the model's mean over the box's symmetries
-    (:func:`~pdeladder.trainer.training.validation.predict`; on x slabs too; default:
-    :func:`~pdeladder.trainer.training.validation.symmetrized`).
+    (:func:`~pdeladder.trainer.inference.predict`; on x slabs too; default:
+    :func:`~pdeladder.trainer.inference.symmetrized`).
 
     ``refine``: improve each prediction by that many iterations against its family's residual
     (:mod:`pdeladder.trainer.refine`; on x slabs with halos, no gather), recorded in the

@@ -27,10 +27,10 @@ from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.distributed.symmetry import move
+from pdeladder.trainer.inference import predict
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict
 
 CHANNELS, VECTORS = ["s", "vx", "vy", "vz"], [("vx", "vy", "vz")]
 #: name: (dim, points per axis, x cuts of the tiling or None: even), per world size

@@ -21,10 +21,10 @@ from pdeladder.dataset.store import open_store
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.inference import predict
 from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict
 
 from .conftest import tiny_operator
 

@@ -13,7 +13,8 @@ from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.store import open_store
-from pdeladder.trainer.evaluate import boundary_error, evaluate_checkpoint
+from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.metrics import boundary_error
 
 HELD_OUT = 0.3
 

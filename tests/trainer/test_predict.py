@@ -26,10 +26,10 @@ from pdeladder.dataset.verify import verify
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.inference import predict
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.processor import DataProcessor
-from pdeladder.trainer.training.validation import predict
 
 runner = CliRunner()
 EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")

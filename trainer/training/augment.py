@@ -11,7 +11,7 @@ one domain group (one data-parallel rank) draw the same elements from the whole 
 their x slabs of a sample together (:func:`~pdeladder.trainer.distributed.symmetry.move`), so
 that a run split over domain ranks trains on the batches of one rank. The held-out scores and the
 self-improvement phase's unsolved draws are never moved; evaluation and prediction can average
-the model over the group instead (:func:`~pdeladder.trainer.training.validation.predict`).
+the model over the group instead (:func:`~pdeladder.trainer.inference.predict`).
 """
 
 from typing import Any

@@ -11,53 +11,12 @@ from typing import Any
 import torch
 
 from pdeladder.dataset.slots import SlotLayout
-from pdeladder.solvers.symmetry import family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.slab import Slab
-from pdeladder.trainer.distributed.symmetry import move
-from pdeladder.trainer.losses.data import relative_errors
+from pdeladder.trainer.inference import predict
 from pdeladder.trainer.losses.equation import family_views, relative_residual
+from pdeladder.trainer.metrics import nrmse
 from pdeladder.trainer.training.processor import DataProcessor
-
-
-@torch.no_grad()
-def predict(
-    model: torch.nn.Module,
-    processor: DataProcessor,
-    batch: dict[str, Any],
-    slab: Slab | None = None,
-    symmetrize: bool = False,
-    domain: DomainGroup | None = None,
-) -> torch.Tensor:
-    """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device (on the
-    box ``slab`` of the global grid, default the whole grid; on a sample split over ``domain``,
-    each rank its ``slab``).
-
-    ``symmetrize``: for a box-symmetric family, the mean over the box's symmetry group of
-    ``g⁻¹ model(g inputs)`` (:mod:`pdeladder.solvers.symmetry`; 2, 8 or 48 passes in 1D, 2D or
-    3D), which is equivariant exactly where the model is only approximately; on slabs, the same
-    mean over the whole group, the elements that move x moving the slabs across the ``domain``
-    ranks (:func:`~pdeladder.trainer.distributed.symmetry.move`).
-    """
-    family = processor.family(batch)
-    group = family_group(family, batch["grid"].dim)[: None if symmetrize else 1]
-    total = None
-    for g in group:
-        moved = batch
-        if not g.is_identity:
-            moved = processor.moved(batch, [g] * len(batch["fields"]), slab, domain)
-        x, ids = processor.inputs(moved)
-        pred = processor.physical(model(x, ids, slab=slab).float(), ids)
-        if not g.is_identity:
-            pred = move(pred, g.inverse(), processor.layout.slots, family.vectors, 1, slab, domain)
-        total = pred if total is None else total + pred
-    return total / len(group)
-
-
-def symmetrized(meta: dict[str, Any], symmetrize: bool | None) -> bool:
-    """Whether to :func:`predict` symmetrized: as asked, or by default where the model trained
-    on symmetry-augmented batches (its checkpoint metadata's ``augmented``)."""
-    return meta.get("augmented", False) if symmetrize is None else symmetrize
 
 
 def sample_scores(
@@ -74,16 +33,16 @@ def sample_scores(
     of the prediction ``(B, C, T, X, Y, Z)`` against the batch's physical fields ``truth``
     (the same shape, :meth:`DataProcessor.fields`) on ``slab`` (see the module docstring;
     ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`)."""
-    rel = relative_errors(pred, truth, slab=slab, domain=domain)  # (B, C)
+    rel = nrmse(pred, truth, slab=slab, domain=domain)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
-    nrmse = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
-    residual = torch.zeros_like(nrmse)
+    scores = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
+    residual = torch.zeros_like(scores)
     views = family_views(pred, truth, batch, layout, slab, initial)
     for name, rows, fields, trivial, params in views:
         residual[rows] = relative_residual(
             name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
         )
-    return nrmse, residual
+    return scores, residual
 
 
 def held_out_sums(
