@@ -16,6 +16,12 @@ if "-no_signal_handler" not in os.environ.get("PETSC_OPTIONS", ""):
         f"{os.environ.get('PETSC_OPTIONS', '')} -no_signal_handler".strip()
     )
 
+# MPI (UCX) on loopback only, unless configured: set before any mpi4py import of pdeladder's
+# (pdeladder.network says what and why).
+from pdeladder.network import loopback_defaults
+
+loopback_defaults()
+
 try:
     __version__ = version("pdeladder")
 except PackageNotFoundError:  # running from a source tree that was never installed

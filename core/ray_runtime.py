@@ -53,10 +53,24 @@ def _loopback() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = cluster
 
 
+def local_runtime_env() -> dict[str, dict[str, str]]:
+    """:data:`RUNTIME_ENV` of the local runtime: every worker on this machine, so MPI and gloo
+    on loopback unless configured (:mod:`pdeladder.network`; the settings in force here, the
+    user's where set)."""
+    from pdeladder import network
+
+    env = {**RUNTIME_ENV["env_vars"], **network.loopback_defaults()}
+    if names := network.defaulted():
+        env[network.DEFAULTED] = ",".join(sorted(names))
+    env["GLOO_SOCKET_IFNAME"] = os.environ.get("GLOO_SOCKET_IFNAME", network.LOOPBACK)
+    return {"env_vars": env}
+
+
 def start_local(num_cpus: int | None = None) -> None:
     """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
     TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
-    Ray's default has it (on). ``docs/deploy.md`` lists what listens where."""
+    Ray's default has it (on), MPI and gloo of its workers on loopback
+    (:func:`local_runtime_env`). ``docs/deploy.md`` lists what listens where."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with _loopback():  # the node's processes get 127.0.0.1 as their IP and listen on it
         ray_init(
@@ -64,7 +78,7 @@ def start_local(num_cpus: int | None = None) -> None:
             num_cpus=num_cpus,
             include_dashboard=False,
             log_to_driver=False,
-            runtime_env=RUNTIME_ENV,
+            runtime_env=local_runtime_env(),
             _node_ip_address="127.0.0.1",
         )
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager, nullcontext
 import httpx
 
 from pdeladder.errors import ServiceError
+from pdeladder.processes import tied
 
 
 def wait_healthy(api_url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
@@ -39,6 +40,8 @@ def local_server(
 ) -> Iterator[str]:
     """Start ``prefect server start --host HOST --port PORT``; yield its API URL; stop it on exit.
 
+    The server ends with this process, however it ends (Linux: :func:`pdeladder.processes.tied`,
+    which ties it to the calling thread, so call this from the thread that outlives its use).
     The server's log goes to a temporary file whose tail is shown if the start fails.
     """
     api_url = f"http://{host}:{port}/api"
@@ -56,9 +59,11 @@ def local_server(
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
     with tempfile.TemporaryFile("w+") as log:
         # A session of its own: a Ctrl-C meant for the caller must not stop the server before the
-        # caller has finished with it; the server is stopped below.
+        # caller has finished with it; the server is stopped below, and tied to this process
+        # (the kernel ends it when this process dies, by SIGKILL too: else it lives on holding
+        # the port, and the next start fails).
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            tied(cmd), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         try:
             try:

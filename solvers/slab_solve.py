@@ -34,6 +34,7 @@ import numpy as np
 
 from pdeladder.dataset import format as fmt
 from pdeladder.errors import SolveError, UserInputError
+from pdeladder.network import mpi_env
 from pdeladder.processes import tied
 from pdeladder.solvers.family import Family, Sample, SolveStats, sample_generator
 from pdeladder.solvers.grid import Grid, SlabGrid
@@ -56,6 +57,8 @@ def check_ranks(ranks: int, grid: Grid, *, hosts: str | None) -> None:
             f"--ranks {ranks} exceeds the {grid.cells} cells along x of resolution "
             f"{grid.resolution}: every rank needs a slab of cells"
         )
+    if hosts is not None:
+        mpi_env(hosts)  # other machines need a configured interface
     cores = os.cpu_count() or 1
     if hosts is None and ranks > cores:
         raise UserInputError(
@@ -169,11 +172,18 @@ def solve_slab(
     return fields, stats, provenance
 
 
-def mpiexec() -> str:
+def mpiexec(hosts: str | None = None) -> str:
     """The ``mpiexec`` of the MPI that mpi4py runs on: the mpich wheel's, beside the venv's
-    Python (else the first on ``PATH``)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
+    Python (else the first on ``PATH``). Without ``hosts``, its ``mpiexec.gforker`` where there
+    is one: it forks the ranks of this machine and opens no TCP port, while hydra's ``mpiexec``
+    listens on every interface (``0.0.0.0``, for the proxies of other hosts) with no setting to
+    narrow it; with ``hosts``, hydra's, which reaches other machines."""
+    names = ("mpiexec",) if hosts else ("mpiexec.gforker", "mpiexec")
+    for name in names:
+        beside = os.path.join(os.path.dirname(sys.executable), name)
+        if os.access(beside, os.X_OK):
+            return beside
+    found = shutil.which("mpiexec")
     if found is None:
         raise UserInputError("no mpiexec beside this Python or on PATH; install mpich")
     return found
@@ -184,16 +194,18 @@ def run_on_ranks(spec: dict[str, Any], ranks: int, hosts: str | None = None) -> 
     ``-hosts``, when given) and return rank 0's JSON line. Raises SolveError when a rank died
     (the sample is then not committed). ``mpiexec`` is :func:`~pdeladder.processes.tied` to
     this process: a killed caller (the CLI, a Ray gang task, the driver that owns it) leaves no
-    rank solving and writing into the store beside the rerun that resubmits the sample."""
-    command = [mpiexec(), "-n", str(ranks), *(["-hosts", hosts] if hosts else [])]
+    rank solving and writing into the store beside the rerun that resubmits the sample. The
+    ranks run with :func:`pdeladder.network.mpi_env`: MPI on loopback unless configured."""
+    command = [mpiexec(hosts), "-n", str(ranks), *(["-hosts", hosts] if hosts else [])]
     command += [sys.executable, "-m", "pdeladder.solvers.slab_solve", json.dumps(spec)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**mpi_env(hosts), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(tied(command), env=env, stdout=subprocess.PIPE, text=True, check=False)
     lines = done.stdout.strip().splitlines()
+    # gforker exits 0 when a rank was killed; rank 0 then never printed its line
     if done.returncode not in (0, 1) or not lines:
         raise SolveError(
-            f"a rank of the {ranks}-rank solve died (mpiexec exit {done.returncode}); the "
-            "sample is not committed"
+            f"a rank of the {ranks}-rank solve died (mpiexec exit {done.returncode}, no result "
+            "line); the sample is not committed"
         )
     return json.loads(lines[-1])
 

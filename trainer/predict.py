@@ -43,6 +43,7 @@ from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
 from pdeladder.errors import PdeladderError, UserInputError
+from pdeladder.network import local_gloo_env
 from pdeladder.outputs import make_output
 from pdeladder.processes import tied
 from pdeladder.solvers.family import Sample, SolveStats
@@ -428,6 +429,7 @@ def run_ranks(job: dict[str, Any], k: int, targets: dict[str, tuple[Group, int]]
         spec.write_text(json.dumps(job))
         init = f"file://{folder}/rendezvous"
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        local_gloo_env(env)  # every rank is on this machine: gloo on loopback
         command = [sys.executable, "-m", "pdeladder.trainer.predict", str(spec), init, str(k)]
         logs = [Path(folder, f"rank{r}.err") for r in range(k)]  # files: a pipe could fill up
         procs = []

@@ -263,11 +263,13 @@ def _fit_on_ray(
     from ray.util.queue import Queue
 
     from pdeladder.trainer.training.loop import train_loop_per_worker
+    from pdeladder.trainer.training.rendezvous import NodeBoundTorchConfig
 
     queue = Queue(actor_options={"num_cpus": 0})
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"stage": cfg, "metrics_queue": queue},
+        torch_config=NodeBoundTorchConfig(),  # the rendezvous store on the node's address only
         scaling_config=ScalingConfig(
             num_workers=workers, use_gpu=use_gpu, resources_per_worker={"CPU": cfg.threads}
         ),
