@@ -1,43 +1,120 @@
-"""Pictures of one stored sample: snapshots over time, one row per channel.
+"""Pictures of one stored sample: its channels over time, titled with its parameters.
 
-Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state, no display).
-1D samples are drawn as curves, 2D as images, 3D as their mid-plane ``z = 0.5`` slice.
+Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state, no display), in
+the unit box's coordinates. Input channels that do not change in time (a permeability, a
+velocity field) are drawn once, in the first row; every other channel gets a row of snapshots
+on one colour scale (one y range in 1D). 1D samples are drawn as curves, 2D as images, 3D as
+their mid-plane ``z = 0.5`` slice.
 """
 
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from pdeladder.dataset.format import ChannelMeta, ParameterMeta
 from pdeladder.dataset.group import Group
+from pdeladder.solvers.grid import Grid
 
 MAX_SNAPSHOTS = 6
 
 
-def plot_sample(group: Group, index: int, out: Path) -> Path:
-    """Draw sample ``index`` of ``group`` into the PNG ``out``; returns ``out``."""
-    fields = group.read(index)  # (T, C, X, Y, Z)
-    T, C = fields.shape[:2]
-    times = group.array("t")[:]
+def box_image(ax: Any, plane: np.ndarray, grid: Grid, **style: Any) -> Any:
+    """Draw the ``(X, Y)`` ``plane`` in the unit box's coordinates: pixel centres on the grid
+    points, axes from 0 to 1, labelled ``x`` and ``y``."""
+    h = grid.h / 2
+    im = ax.imshow(plane.T, origin="lower", extent=(-h, 1 + h, -h, 1 + h), **style)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("x", fontsize=8)
+    ax.set_ylabel("y", fontsize=8)
+    ax.tick_params(labelsize=7)
+    return im
+
+
+def with_units(name: str, units: str) -> str:
+    """``name [units]``, or ``name`` for dimensionless (``1``) values."""
+    return name if units in ("", "1") else f"{name} [{units}]"
+
+
+def params_text(values: Sequence[float], parameters: Sequence[ParameterMeta]) -> str:
+    """``nu = 0.01, Pe = 120 [1/s]``: a sample's parameters with their units."""
+    return ", ".join(
+        f"{p.name} = {v:.4g}" + ("" if p.units in ("", "1") else f" {p.units}")
+        for p, v in zip(parameters, values, strict=True)
+    )
+
+
+def sample_figure(
+    fields: np.ndarray, grid: Grid, channels: Sequence[ChannelMeta], title: str
+) -> Figure:
+    """The picture of one sample's ``fields`` ``(T, C, X, Y, Z)`` on ``grid``: time-constant
+    input channels once in the first row, each other channel in a row of up to
+    :data:`MAX_SNAPSHOTS` snapshots on one colour scale (its range over the whole series);
+    ``title``'s lines wrapped to the figure's width."""
+    T = fields.shape[0]
     picks = np.unique(np.linspace(0, T - 1, min(T, MAX_SNAPSHOTS)).round().astype(int))
-    fig = Figure(figsize=(2.6 * len(picks), 2.4 * C), layout="constrained")
-    axes = fig.subplots(C, len(picks), squeeze=False)
-    x, dim = group.array("x")[:], group.grid.dim
-    for c, chan in enumerate(group.meta.channels):
+    constant = [
+        c
+        for c, chan in enumerate(channels)
+        if chan.role == "input" and (fields[:, c] == fields[:1, c]).all()
+    ]
+    varying = [c for c in range(len(channels)) if c not in constant]
+    rows = len(varying) + (1 if constant else 0)
+    cols = max(len(picks) if varying else 0, len(constant))
+    width = max(2.6 * cols + 0.8, 5.0)  # inches
+    fig = Figure(figsize=(width, 2.4 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    times, x, z = grid.times(), grid.axis(0), fields.shape[-1] // 2
+    panels = [(0, j, c, 0, "constant in time") for j, c in enumerate(constant)]
+    first = 1 if constant else 0
+    panels += [
+        (first + i, j, c, k, f"t = {times[k]:.3g}" if T > 1 else "steady")
+        for i, c in enumerate(varying)
+        for j, k in enumerate(picks)
+    ]
+    for row, col, c, k, when in panels:
+        ax, chan = axes[row, col], channels[c]
         lo, hi = float(fields[:, c].min()), float(fields[:, c].max())
-        for j, k in enumerate(picks):
-            ax = axes[c, j]
-            if dim == 1:
-                ax.plot(x, fields[k, c, :, 0, 0])
-                ax.set_ylim(lo, hi + 1e-12)
-            else:
-                plane = fields[k, c, :, :, fields.shape[-1] // 2]  # (X, Y); z mid-plane in 3D
-                im = ax.imshow(plane.T, origin="lower", extent=(0, 1, 0, 1), vmin=lo, vmax=hi)
-                if j == len(picks) - 1:
-                    fig.colorbar(im, ax=ax, shrink=0.8)
-            ax.set_title(f"{chan.name}  t={times[k]:.3g}", fontsize=9)
-    slice_note = " (z = 0.5 slice)" if dim == 3 else ""
-    fig.suptitle(f"{group.path} sample {index}{slice_note}", fontsize=10)
+        if grid.dim == 1:
+            ax.plot(x, fields[k, c, :, 0, 0])
+            ax.set_xlim(0, 1)
+            pad = 0.05 * (hi - lo) + 1e-12
+            ax.set_ylim(lo - pad, hi + pad)
+            ax.set_xlabel("x", fontsize=8)
+            ax.set_ylabel(with_units(chan.name, chan.units), fontsize=8)
+        else:
+            im = box_image(ax, fields[k, c, :, :, z], grid, vmin=lo, vmax=hi)
+            if c in constant or col == len(picks) - 1:
+                fig.colorbar(im, ax=ax, shrink=0.8, label=with_units(chan.name, chan.units))
+        ax.set_title(f"{chan.name} ({chan.long_name}), {when}", fontsize=8)
+    used = {(row, col) for row, col, *_ in panels}
+    for (row, col), ax in np.ndenumerate(axes):
+        if (row, col) not in used:
+            ax.set_axis_off()
+    title += " (z = 0.5 slice)" if grid.dim == 3 else ""
+    lines = [part for line in title.splitlines() for part in textwrap.wrap(line, int(11 * width))]
+    fig.suptitle("\n".join(lines), fontsize=10)
+    return fig
+
+
+def sample_title(group: Group, index: int) -> str:
+    """``{path} sample {index}`` and a line with its seed and parameters (with units)."""
+    info = group.info(index)
+    values = [info["params"][p.name] for p in group.meta.parameters]
+    about = params_text(values, group.meta.parameters)
+    return f"{group.path} sample {index}\nseed {info['seed']}: {about}"
+
+
+def plot_sample(group: Group, index: int, out: Path) -> Path:
+    """Draw sample ``index`` of ``group`` (:func:`sample_figure`, titled by
+    :func:`sample_title`) into the PNG ``out``; returns ``out``."""
+    fig = sample_figure(
+        group.read(index), group.grid, group.meta.channels, sample_title(group, index)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=90)
     return out

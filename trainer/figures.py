@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from pdeladder.dataset.plot import box_image, with_units
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.family import Channel
 from pdeladder.solvers.grid import Grid
@@ -30,8 +31,7 @@ ERROR_CMAP = "RdBu_r"
 def label(channel: Channel) -> str:
     """``u, x velocity [m/s]``: a channel's name and long name, with its units where it has
     any (not ``1``)."""
-    text = f"{channel.name}, {channel.long_name}"
-    return text if channel.units in ("", "1") else f"{text} [{channel.units}]"
+    return with_units(f"{channel.name}, {channel.long_name}", channel.units)
 
 
 def when(grid: Grid, k: int) -> str:
@@ -45,16 +45,6 @@ def shown_times(snapshots: int, most: int = TIMES) -> list[int]:
     first = 1 if snapshots > 1 else 0
     picks = np.maximum(np.linspace(0, snapshots - 1, most).round(), first)
     return [int(k) for k in np.unique(picks)]
-
-
-def image(ax: Any, plane: np.ndarray, grid: Grid, **style: Any) -> Any:
-    """Draw the ``(X, Y)`` ``plane`` in the unit box's coordinates: pixel centres on the grid
-    points, axes from 0 to 1."""
-    h = grid.h / 2
-    im = ax.imshow(plane.T, origin="lower", extent=(-h, 1 + h, -h, 1 + h), **style)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    return im
 
 
 def rollout_figure(
@@ -111,16 +101,13 @@ def rollout_figure(
         rows = axes[3 * c : 3 * c + 3]
         for j, k in enumerate(times):
             for row, (kind, plane) in enumerate((("prediction", p[j]), ("truth", u[j]))):
-                im = image(rows[row, j], plane, grid, vmin=lo, vmax=hi, cmap="viridis")
+                im = box_image(rows[row, j], plane, grid, vmin=lo, vmax=hi, cmap="viridis")
                 rows[row, j].set_title(f"{chan.name} {kind}, {when(grid, k)}", fontsize=8)
-            bad = image(rows[2, j], p[j] - u[j], grid, vmin=-worst, vmax=worst, cmap=ERROR_CMAP)
+            bad = box_image(rows[2, j], p[j] - u[j], grid, vmin=-worst, vmax=worst, cmap=ERROR_CMAP)
             rows[2, j].set_title(f"{chan.name} error, {when(grid, k)}", fontsize=8)
         fig.colorbar(im, ax=list(rows[:2].flat), shrink=0.8, label=label(chan))
         fig.colorbar(bad, ax=list(rows[2]), shrink=0.8, label=f"error in {chan.name}")
     for ax in axes.flat:
-        ax.set_xlabel("x", fontsize=8)
-        ax.set_ylabel("y", fontsize=8)
-        ax.tick_params(labelsize=7)
         ax.label_outer()  # one unit box: its coordinates on the left column and bottom row
     plane = " (z = 0.5 plane)" if grid.dim == 3 else ""
     fig.suptitle(title + plane, fontsize=10)
