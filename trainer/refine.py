@@ -2,12 +2,12 @@
 
 PINO's test-time optimisation, on the field values rather than the weights: starting from the
 model's prediction, ``steps`` iterations of L-BFGS minimise the equation loss's relative
-residual (:func:`~pdeladder.trainer.losses.equation.relative_residual`: the implicit midpoint
-rule between snapshots, the walls completed by their conditions) over the predicted values of
-one sample. What the sample is given stays as given: its input-role channels, its initial
+residual (:func:`~pdeladder.trainer.losses.equation.relative_residual`: one equation per
+snapshot interval, fourth order in time, the walls completed by their conditions) over the
+predicted values of one sample. What the sample is given stays as given: its input-role channels, its initial
 state (snapshot 0 of a time series) and the points of a zero wall, which hold their condition,
 0. The minimiser of that residual lies at the discretisation error from the solver's data
-(benchmarks/RESULTS.md, "The residual that determines the solution"), so the iteration moves a
+(benchmarks/RESULTS.md, "The residual's floor"), so the iteration moves a
 prediction whose error is larger than that toward the solution.
 
 Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is

@@ -5,12 +5,14 @@ trajectory that minimises the families' centred residual on the prediction as it
 44-102 % (nRMSE) from the solver's data on 17² heat, Burgers and advection–diffusion, 3-16 %
 with the two changes below (benchmarks/RESULTS.md, "The residual that determines the solution"):
 
-- **one equation per snapshot interval**: :func:`step_residual`, the implicit midpoint rule
-  ``(u_{k+1} - u_k) / Δt = F((u_k + u_{k+1}) / 2)`` between consecutive snapshots, the family's
-  own residual evaluated on the trajectory refined by the midpoints. The centred difference
-  ``(u_{k+1} - u_{k-1}) / 2Δt = F(u_k)`` that the families' ``residual`` takes gives one
-  equation fewer than unknown snapshots: it leaves the odd snapshots free (leapfrog's
-  computational mode);
+- **one equation per snapshot interval**: :func:`step_residual`, ``∂u/∂t = F(u)`` at the
+  midpoint of the interval from snapshot ``k`` to ``k + 1``, ``∂u/∂t`` and ``u`` there from
+  the polynomial through the snapshots nearest it (:func:`interval_weights`: fourth order in
+  the snapshot spacing; two snapshots give the implicit midpoint rule), ``F`` the family's own
+  centred residual. The centred difference ``(u_{k+1} - u_{k-1}) / 2Δt = F(u_k)`` that the
+  families' ``residual`` takes gives one equation fewer than unknown snapshots: it leaves the
+  odd snapshots free (leapfrog's computational mode). The midpoint rule's second order left
+  its minimiser's time error above the solver data's own ("The residual's floor");
 - **the walls**: the residual sees interior points only, so the prediction enters it completed
   by every channel's wall condition (:func:`walled`): zero walls set to 0 (its snapshot 0, the
   given initial state, as it is), no-flux walls mirrored and posed as equations too.
@@ -46,6 +48,7 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from pdeladder.dataset.slots import SlotLayout
@@ -61,22 +64,81 @@ from pdeladder.trainer.distributed.slab import Slab
 FIELD_DIMS = {"t": 2, "x": 3}
 
 
-def step_residual(fam: Family, fields: torch.Tensor, params: torch.Tensor, grid) -> torch.Tensor:
-    """``fam``'s residual of the implicit midpoint rule between consecutive snapshots of
-    ``fields`` ``(b, C_f, T, X, Y, Z)``: ``(b, R, T - 1, X', Y', Z')``, row ``k`` the interval
-    from snapshot ``k`` to ``k + 1`` (a steady family's residual as it is).
+#: Snapshots in an inner interval's equation (:func:`interval_weights`): the interpolating
+#: polynomial through them gives the time derivative and the state at the interval's midpoint,
+#: to order ``STENCIL`` in ``Δt``.
+STENCIL = 4
 
-    The family's centred residual on the trajectory refined by the midpoints
-    ``(u_k + u_{k+1}) / 2`` (half the step of ``grid``, the global grid), at the midpoints:
-    ``(u_{k+1} - u_k) / Δt - F((u_k + u_{k+1}) / 2)``.
+
+@functools.cache
+def interval_weights(snapshots: int, first: int, count: int, intervals: tuple[int, int]):
+    """The time rule of :func:`step_residual` for the global ``intervals`` ``[k0, k1)`` of a
+    series of ``snapshots``, on fields whose time axis holds the ``count`` global snapshots
+    from ``first``: float64 ``(2 K, count)``, rows ``0 .. K - 1`` the derivative (times ``Δt``)
+    and rows ``K .. 2 K - 1`` the value of the interpolating polynomial at each interval's
+    midpoint ``t_k + Δt / 2``.
+
+    Interval ``k`` (from snapshot ``k`` to ``k + 1``) takes the ``STENCIL`` snapshots centred
+    on it, ``k - 1 .. k + 2``, where the series holds them (the symmetric rule is fourth order);
+    at the series' ends the ``STENCIL + 1`` snapshots nearest it (a one-sided rule of four
+    would be third order); a series of fewer snapshots all of them (two: the implicit
+    midpoint rule ``u_{k+1} - u_k`` and ``(u_k + u_{k+1}) / 2``).
+    """
+    k0, k1 = intervals
+    weights = np.zeros((2, k1 - k0, count))
+    for row, k in enumerate(range(k0, k1)):
+        s = k - STENCIL // 2 + 1
+        q = STENCIL if 0 <= s and s + STENCIL <= snapshots else min(STENCIL + 1, snapshots)
+        s = min(max(s, 0), snapshots - q)
+        if s < first or s + q > first + count:
+            raise ValueError(f"interval {k} needs snapshots {s}..{s + q - 1}, not all held")
+        nodes = np.arange(s, s + q) - (k + 0.5)  # offsets from the midpoint, in Δt
+        vandermonde = np.vander(nodes, increasing=True).T  # row i: nodes ** i
+        weights[:, row, s - first : s + q - first] = np.linalg.solve(
+            vandermonde, np.eye(q)[[1, 0]].T
+        ).T
+    return torch.as_tensor(weights.reshape(2 * (k1 - k0), count))
+
+
+def step_residual(
+    fam: Family,
+    fields: torch.Tensor,
+    params: torch.Tensor,
+    grid,
+    *,
+    first: int = 0,
+    intervals: tuple[int, int] | None = None,
+) -> torch.Tensor:
+    """``fam``'s residual of one equation per snapshot interval of ``fields``
+    ``(b, C_f, T, X, Y, Z)``: ``(b, R, K, X', Y', Z')``, row ``k`` the interval from snapshot
+    ``k`` to ``k + 1`` (a steady family's residual as it is).
+
+    At each interval's midpoint ``∂u/∂t - F(u)``, with ``∂u/∂t`` and ``u`` there from the
+    :func:`interval_weights` rule (fourth order in the snapshot spacing ``Δt`` of ``grid``, the
+    global grid). ``F`` is the family's own centred residual, evaluated on one series of step
+    ``Δt / 2`` that holds the midpoint states ``m_k`` at its odd entries and, between them,
+    entries ``p_k`` whose differences ``p_{k+1} - p_k = Δt ∂u/∂t(m_k)`` make its centred
+    difference at ``m_k`` the rule's derivative (``p`` is a running sum; only its differences
+    enter the residual at the odd entries).
+
+    ``first``: the global snapshot the time axis of ``fields`` starts at; ``intervals``: the
+    global intervals ``[k0, k1)`` to pose (default: all ``T - 1`` of the series).
     """
     if grid.snapshots == 1:
         return fam.residual(fields, params, grid)
-    mid = 0.5 * (fields[:, :, 1:] + fields[:, :, :-1])
-    refined = torch.stack([fields[:, :, :-1], mid], dim=3).flatten(2, 3)  # u_0, m_0, u_1, ...
-    refined = torch.cat([refined, fields[:, :, -1:]], dim=2)  # ..., m_{T-2}, u_{T-1}
-    half = dataclasses.replace(grid, snapshots=2 * grid.snapshots - 1)
-    return fam.residual(refined, params, half)[:, :, ::2]
+    intervals = intervals or (0, grid.snapshots - 1)
+    b, c, t, *space = fields.shape
+    weights = interval_weights(grid.snapshots, first, t, intervals)
+    k = intervals[1] - intervals[0]
+    rows = fields.transpose(0, 2).reshape(t, -1)  # one GEMM over every (c, b, x) column
+    rule = (weights.to(fields.device, fields.dtype) @ rows).reshape(2, k, c, b, *space)
+    step, state = rule.permute(0, 3, 2, 1, 4, 5, 6).unbind(0)  # Δt ∂u/∂t, u (b, C, K, ...)
+    between = state[:, :, :1] - 0.5 * step[:, :, :1] + torch.cumsum(step, dim=2)
+    between = torch.cat([state[:, :, :1] - 0.5 * step[:, :, :1], between], dim=2)  # K + 1
+    series = torch.stack([between[:, :, :-1], state], dim=3).flatten(2, 3)  # p_0, m_0, p_1, ..
+    series = torch.cat([series, between[:, :, -1:]], dim=2)  # ..., m_{K-1}, p_K
+    half = dataclasses.replace(grid, snapshots=series.shape[2], t_end=grid.dt * k)
+    return fam.residual(series, params, half)[:, :, ::2]
 
 
 @functools.cache
@@ -101,28 +163,29 @@ def _halos(
 
     In space the residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points
     at each end of an axis that its stencils reach ``r`` points along, of the fields completed
-    by their walls (a no-flux wall's mirrored plane among them). In time
-    (:func:`step_residual`) row ``k`` needs snapshots ``k`` and ``k + 1``: the last snapshot
-    starts no interval, and a time slab needs the next one's first. The residual's shape on the
-    global grid tells both.
+    by their walls (a no-flux wall's mirrored plane among them); the residual's shape on the
+    global grid tells ``r``. In time (:func:`step_residual`) an interval's rule reaches up to
+    ``STENCIL // 2 + 1`` snapshots before and after it (:func:`interval_weights`).
     """
     shape = (1, fields.shape[1], *slab.shape)
     glob, out = residual_shapes(fam.name, shape, params.shape[1], grid)
+    reach = {"t": (STENCIL // 2 + 1,) * 2 if grid.snapshots > 1 else (0, 0)}
+    drop = glob[FIELD_DIMS["x"]] - out[FIELD_DIMS["x"]]
+    reach["x"] = (drop // 2, drop // 2)
     halos = {}
     for axis, dim in FIELD_DIMS.items():
-        drop, a = glob[dim] - out[dim], 0 if axis == "t" else 1
-        before, after = (0, drop) if axis == "t" else (drop // 2, drop // 2)
+        a = 0 if axis == "t" else 1
         parts = (domain.tiling.t, domain.tiling.x)[a] if domain is not None else 1
-        if parts > 1 and drop:
+        if parts > 1 and max(reach[axis]):
             parts_of = (domain.tiling.slab(slab.shape, i) for i in range(domain.size))
             fewest = min(part.hi[a] - part.lo[a] for part in parts_of)  # grid points, no padding
-            if fewest < max(before, after):
+            if fewest < max(reach[axis]):
                 raise UserInputError(
-                    f"{fam.name}: its residual reaches {max(before, after)} points along "
+                    f"{fam.name}: its residual reaches {max(reach[axis])} points along "
                     f"{axis}, more than the smallest of {parts} parts of {slab.shape[a]} points "
                     f"holds ({fewest})"
                 )
-            halos[axis] = (dim, before, after)
+            halos[axis] = (dim, *reach[axis])
     return halos, math.prod(out[1:])
 
 
@@ -168,8 +231,14 @@ def residual_squares(
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
+    before = halos["t"][1] if "t" in halos and slab.lo[0] > 0 else 0  # t halo got, if split
     res = step_residual(
-        fam, walled(fam, extended(fields, domain, halos), grid.dim, slab), params, grid
+        fam,
+        walled(fam, extended(fields, domain, halos), grid.dim, slab),
+        params,
+        grid,
+        first=slab.lo[0] - before,
+        intervals=(slab.lo[0], min(slab.hi[0], grid.snapshots - 1)),
     )
     return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), domain) / count
 

@@ -1,0 +1,158 @@
+"""The residual's floor: how far the trajectory that minimises the equation loss's residual
+lies from the solution (not a CI test).
+
+With a sample's initial state (and its inputs) held, L-BFGS minimises the relative residual of
+``trainer/losses/equation.py`` over the snapshots 1.. (``trainer/refine.py``) until it stalls;
+the minimiser is the residual's own discrete solution. The iteration starts at the FEM solve:
+from the initial state held, 800 steps leave the residual at 2e-4 (heat) to 8e-3 (Burgers)
+at 65², far from its minimum (the squared residual's conditioning grows as ``h⁻⁴``), and the
+minimiser is unique for the linear families. Its distance
+to the solution bounds what the residual can teach a model (self-improvement) and what
+refinement at inference can reach (issue 31, item 5). Per family and resolution ``n²`` (2D,
+``--snapshots`` snapshots), over ``--samples`` draws of the default parameters:
+
+- **solve → ref**: the FEM solve against a reference, the same problem solved on the grid of
+  ``2 (n - 1) + 1`` points (its spacing and time step halved), sampled at the coarse points.
+  Both start from one initial draw: the fine grid's, which the coarse solve takes at its
+  points. This is the data's own error;
+- **min → solve**, **min → ref**: the minimiser against the solve (what nRMSE against the data
+  sees) and against the reference, for the time rule of each ``--stencils`` entry
+  (:data:`~pdeladder.trainer.losses.equation.STENCIL` snapshots per inner interval; 2 is the
+  implicit midpoint rule, the reference rule measured in the same run);
+- **held**: the initial state held, against the solve (the trivial prediction).
+
+nRMSE: per sample ``‖a - b‖ / ‖b‖`` over the predicted channels and all snapshots, then the
+mean. The observed order of **min → ref** between resolutions is printed beside it.
+
+``python benchmarks/residual_floor.py [--families heat,burgers,advection_diffusion]
+[--resolutions 17,33,65] [--samples 3] [--steps 800] [--out DIR]`` writes ``floor.json`` and
+``floor.md`` into ``--out``.
+"""
+
+from mpi4py import MPI  # noqa: F401  (before DOLFINx)
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer import refine
+from pdeladder.trainer.losses import equation
+
+
+def nrmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Mean over samples of ``‖a - b‖ / ‖b‖``, ``(b, C, T, X, Y, Z)``."""
+    return float(((a - b).flatten(1).norm(dim=1) / b.flatten(1).norm(dim=1)).mean())
+
+
+def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tensor, ...]:
+    """``(coarse solve, reference, params)``: ``samples`` draws of the default parameters at
+    ``n²`` and at ``(2 (n - 1) + 1)²`` from one initial draw (the fine grid's), fields
+    ``(b, C, T, n, n, 1)`` float64."""
+    fam = get_family(name)
+    grid, fine = fam.grid(2, n, snapshots), fam.grid(2, 2 * (n - 1) + 1, snapshots)
+    cls, draw = type(fam), type(fam).initial_fields
+
+    def shared(self, params, g, rng, comm=None):  # the coarse grid's draw: the fine one's points
+        return (
+            draw(self, params, fine, rng, comm)[:, ::2, ::2]
+            if g == grid
+            else draw(self, params, g, rng, comm)
+        )
+
+    coarse, reference, params = [], [], []
+    cls.initial_fields = shared
+    try:
+        for seed in range(samples):
+            p = fam.parse_params({})
+            coarse.append(fam.run(p, grid, seed=seed).fields)
+            reference.append(fam.run(p, fine, seed=seed).fields[:, :, ::2, ::2])
+            params.append(p.vector())
+    finally:
+        cls.initial_fields = draw
+
+    def order(f: list[np.ndarray]) -> torch.Tensor:  # (b, T, C, ...) -> (b, C, T, ...)
+        return torch.as_tensor(np.stack(f)).transpose(1, 2).double()
+
+    return order(coarse), order(reference), torch.as_tensor(np.stack(params)).double()
+
+
+def minimiser(name: str, solve: torch.Tensor, params, n: int, snapshots: int, steps: int):
+    """The residual's minimiser, ``steps`` L-BFGS iterations from the solve with its initial
+    state and inputs held, and its final relative residual (to the initial state held)."""
+    fam = get_family(name)
+    grid = fam.grid(2, n, snapshots)
+    held = solve[:, :, :1].expand_as(solve).clone()
+    predicted = torch.tensor([c.role != "input" for c in fam.channels_for(2)])
+    done = refine.refine(name, solve.clone(), held, params, predicted, grid, steps)
+    return done.fields, float(done.residual[:, -1].max())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--families", default="heat,burgers,advection_diffusion")
+    ap.add_argument("--resolutions", default="17,33,65")
+    ap.add_argument("--snapshots", type=int, default=11)
+    ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=800, help="L-BFGS iterations per minimiser")
+    ap.add_argument("--stencils", default="2,4", help="time rules compared (2: midpoint)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-floor"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    stencils = [int(s) for s in args.stencils.split(",")]
+    resolutions = [int(r) for r in args.resolutions.split(",")]
+    rows = []
+    for name in args.families.split(","):
+        predicted = torch.tensor([c.role != "input" for c in get_family(name).channels_for(2)])
+        for n in resolutions:
+            start = time.perf_counter()
+            solve, reference, params = solved(name, n, args.snapshots, args.samples)
+            row = {"family": name, "n": n, "solve_s": time.perf_counter() - start}
+            ours, ref = solve[:, predicted], reference[:, predicted]
+            row["solve_ref"] = nrmse(ours, ref)
+            row["held"] = nrmse(ours[:, :, :1].expand_as(ours), ours)
+            for stencil in stencils:
+                equation.STENCIL = stencil
+                equation.interval_weights.cache_clear()
+                start = time.perf_counter()
+                fields, residual = minimiser(name, solve, params, n, args.snapshots, args.steps)
+                row[f"min_solve_{stencil}"] = nrmse(fields[:, predicted], ours)
+                row[f"min_ref_{stencil}"] = nrmse(fields[:, predicted], ref)
+                row[f"residual_{stencil}"] = residual
+                row[f"refine_s_{stencil}"] = time.perf_counter() - start
+            rows.append(row)
+            print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
+                              for k, v in row.items()}), flush=True)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "floor.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "floor.md").write_text(report(rows, stencils, resolutions))
+    print(report(rows, stencils, resolutions))
+
+
+def report(rows: list[dict], stencils: list[int], resolutions: list[int]) -> str:
+    """The Markdown table: per family and resolution, the data's error, the trivial prediction
+    and each rule's minimiser, with the observed order of min → ref."""
+    head = "| family | n | held | solve → ref |"
+    for s in stencils:
+        head += f" min → solve ({s}) | min → ref ({s}) | order ({s}) |"
+    lines = [head, "|" + "---|" * (4 + 3 * len(stencils))]
+    for r in rows:
+        line = f"| {r['family']} | {r['n']}² | {r['held']:.3g} | {r['solve_ref']:.3g} |"
+        for s in stencils:
+            prev = next((p for p in rows if p["family"] == r["family"]
+                         and p["n"] == (r["n"] + 1) // 2), None)  # fmt: skip
+            order = math.log2(prev[f"min_ref_{s}"] / r[f"min_ref_{s}"]) if prev else None
+            text = f"{order:.2f}" if order is not None else ""
+            line += f" {r[f'min_solve_{s}']:.3g} | {r[f'min_ref_{s}']:.3g} | {text} |"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
