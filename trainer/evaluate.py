@@ -30,13 +30,14 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.format import group_key
+from pdeladder.dataset.group import Group
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
@@ -69,6 +70,17 @@ from pdeladder.trainer.training.validation import sample_scores
 FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
 #: Samples of a group evaluated (its first held-out ones).
 EVALUATED = 16
+
+
+class Scored(NamedTuple):
+    """A group chosen for scoring: whether the model ``seen`` it in training, its ``data``, the
+    samples of its mean-field baseline and the ``evaluated`` samples (indices)."""
+
+    group: Group
+    seen: bool
+    data: StoreDataset
+    baseline_samples: np.ndarray
+    evaluated: np.ndarray
 
 
 def group_report(
@@ -171,12 +183,12 @@ def evaluate_checkpoint(
     store = open_store(store_url)
     trained = set(meta.get("paths", []))
     trained_dims = {group_key(p)[1:3] for p in trained}  # (family, dim) at any resolution
-    chosen = {}  # path -> (group, seen, its data, the baseline's samples, evaluated samples)
     available = store.groups()
     if unknown := [p for p in groups or [] if p not in available]:
         raise UserInputError(
             f"{store_url}: no group {unknown[0]!r}; groups: {', '.join(available)}"
         )
+    chosen: dict[str, Scored] = {}
     for path in groups or available:
         g = store.group(path)
         if not knows(layout, g, model.config.modes):
@@ -189,7 +201,7 @@ def evaluate_checkpoint(
         test = split.test if seen else np.concatenate([split.train, split.test])
         if len(test):
             data = StoreDataset(catalog, batch_size=8)
-            chosen[path] = (g, seen, data, split.train if seen else test, test[:EVALUATED])
+            chosen[path] = Scored(g, seen, data, split.train if seen else test, test[:EVALUATED])
     if not chosen:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
     with ExitStack() as stack:
@@ -198,10 +210,10 @@ def evaluate_checkpoint(
                 pred_url = str(Path(out_dir, "predictions.zarr"))
             else:
                 pred_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
+            samples = {p: c.evaluated.tolist() for p, c in chosen.items()}
             job = dict(
-                domain_ranks=domain_ranks, samples={p: c[4].tolist() for p, c in chosen.items()},
-                symmetrize=symmetrize, force=True,
-            )  # fmt: skip
+                domain_ranks=domain_ranks, samples=samples, symmetrize=symmetrize, force=True
+            )
             started = time.perf_counter()
             predict_store(checkpoint, store_url, pred_url, list(chosen), refine=refine, **job)
             seconds = time.perf_counter() - started
@@ -210,7 +222,7 @@ def evaluate_checkpoint(
                 started = time.perf_counter()
                 predict_store(checkpoint, store_url, plain_url, list(chosen), **job)
                 seconds -= time.perf_counter() - started  # the refinement's share
-                per_sample = seconds / sum(len(c[4]) for c in chosen.values())
+                per_sample = seconds / sum(len(c.evaluated) for c in chosen.values())
         groups, plots = {}, []
         for path, (g, seen, data, train, test) in chosen.items():
             batch = data.load(path, test)
@@ -247,7 +259,7 @@ def evaluate_checkpoint(
         "metrics": metrics,
         "symmetrized": symmetrize,
         "refine_steps": refine,
-        "families": family_scores(groups, {p: c[0].family for p, c in chosen.items()}),
+        "families": family_scores(groups, {p: c.group.family for p, c in chosen.items()}),
         "groups": groups,
     }
     if out_dir is not None:
