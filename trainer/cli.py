@@ -77,6 +77,9 @@ def train(
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train (a stage of one
     worker: in this process)."""
+    from pdeladder.trainer.evaluate import evaluate_checkpoint
+    from pdeladder.trainer.models.checkpoint import read_model_json
+    from pdeladder.trainer.report import family_table
     from pdeladder.trainer.training.run import train_curriculum
     from pdeladder.trainer.training.timing import read_timing, timing_table
 
@@ -93,10 +96,12 @@ def train(
         domain_ranks=_domain_ranks(domain_ranks),
         parallel=parallel,
     )
-    held = {k: round(v, 5) for k, v in result.metrics.items() if k.startswith("held_out")}
+    meta = read_model_json(result.checkpoint)["metadata"]
+    report = evaluate_checkpoint(result.checkpoint, meta["store"], groups=meta["paths"])
     console = Console()
     console.print(timing_table(read_timing(result.run_dir)))
-    console.print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl\n{held}")
+    console.print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl")
+    console.print(family_table(report))
 
 
 def _domain_ranks(value: str | None) -> int | str | None:
@@ -149,10 +154,11 @@ def evaluate(
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
     from pdeladder.trainer.evaluate import evaluate_checkpoint
     from pdeladder.trainer.report import (
-        channel_cell,
         convention_tables,
-        ratio_cell,
+        family_table,
+        group_table,
         refinement_rows,
+        residual_table,
     )
 
     report = evaluate_checkpoint(
@@ -170,7 +176,8 @@ def evaluate(
         return
     console = Console()
     if metrics in (Metrics.ours, Metrics.all):
-        console.print(ours_table(report, channel_cell, ratio_cell))
+        console.print(group_table(report))
+        console.print(residual_table(report))
     if rows := refinement_rows(report):
         table = Table(
             "group", "unrefined", "refined", "ratio", "residual before / after", "s / sample",
@@ -184,33 +191,7 @@ def evaluate(
         for row in rows:
             table.add_row(*row)
         console.print(table)
-
-
-def ours_table(report: dict, channel_cell: Callable, ratio_cell: Callable) -> Table:
-    """pdeladder's scores of every group beside the baseline's, as a table."""
-    table = Table(
-        "group",
-        "kind",
-        "nRMSE",
-        "baseline",
-        "ratio",
-        "per channel: model / baseline",
-        "residual",
-        "residual of data",
-        title="nRMSE against the trivial baseline on the same samples (ratio < 1: beats it)",
-    )
-    for path, r in report["groups"].items():
-        table.add_row(
-            path,
-            r["kind"],
-            f"{r['nrmse']:.4g}",
-            f"{r['baseline_nrmse']:.4g} ({r['baseline']})",
-            ratio_cell(r) if r["beats_baseline"] else f"[red]{ratio_cell(r)}",
-            channel_cell(r),
-            f"{r['residual']:.3g}",
-            f"{r['residual_of_data']:.3g}",
-        )
-    return table
+    console.print(family_table(report))
 
 
 def predict(

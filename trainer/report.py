@@ -1,11 +1,13 @@
-"""An evaluation report rendered for people: the tables of ``report.md`` (and of the
-``evaluate`` command, which prints the same rows), written beside ``report.json`` and the
-figures (:mod:`pdeladder.trainer.figures`).
+"""An evaluation report rendered for people: the tables of ``report.md``, written beside
+``report.json`` and the figures (:mod:`pdeladder.trainer.figures`), and the terminal tables of
+``evaluate`` and ``train`` (:func:`group_table`, :func:`family_table`; 100 columns wide).
 """
 
 import json
 from pathlib import Path
 from typing import Any
+
+from rich.table import Column, Table
 
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.trainer.figures import plot_group, plot_refinement
@@ -24,6 +26,79 @@ def channel_cell(scores: dict[str, Any]) -> str:
     return ", ".join(
         f"{c}: {v:.3g} / {base[c]:.3g}" for c, v in scores["nrmse_per_channel"].items()
     )
+
+
+#: Samples below which a score is flagged as rough.
+FEW_SAMPLES = 10
+
+
+#: How the terminal tables name a group's kind (report.json's ``kind``).
+KIND_LABELS = {"held_out": "held out", "other_resolution": "other res", "unseen": "unseen"}
+
+
+def group_table(report: dict[str, Any]) -> Table:
+    """Every group's nRMSE beside its baseline's, the ratio and the samples scored; a group of
+    several channels has a row per channel under it."""
+    table = Table(
+        Column("group", overflow="fold"), "kind", "nRMSE", "baseline", "ratio", "samples",
+        title="nRMSE per group against the trivial baseline on the same samples "
+        "(ratio < 1: beats it)",
+        caption="baseline: persistence u(t) = u(0); steady groups: the training mean field (of "
+        "a group not trained on: the group mean field)",
+    )  # fmt: skip
+    for path, r in report["groups"].items():
+        table.add_row(
+            path, KIND_LABELS[r["kind"]], f"{r['nrmse']:.4g}", f"{r['baseline_nrmse']:.4g}",
+            _flagged(r), str(r["samples"]),
+        )  # fmt: skip
+        model, base = r["nrmse_per_channel"], r["baseline_nrmse_per_channel"]
+        if len(model) > 1:
+            for c, v in model.items():
+                share = r["ratio_per_channel"][c]
+                table.add_row(
+                    f"  channel {c}", "", f"{v:.4g}", f"{base[c]:.4g}",
+                    "-" if share is None else f"{share:.3g}",
+                )  # fmt: skip
+    return table
+
+
+def residual_table(report: dict[str, Any]) -> Table:
+    """Every group's relative PDE residual: of the prediction and of the solver's data."""
+    table = Table(
+        "group", "prediction", "solver data",
+        title="Relative PDE residual (the solver data's: the floor)",
+    )  # fmt: skip
+    for path, r in report["groups"].items():
+        table.add_row(path, f"{r['residual']:.3g}", f"{r['residual_of_data']:.3g}")
+    return table
+
+
+def family_table(report: dict[str, Any]) -> Table:
+    """Each family's nRMSE beside its baseline's, the ratio and the samples scored: the table
+    ``train`` and ``evaluate`` end with."""
+    families = report["families"]
+    table = Table(
+        "family", "nRMSE", "baseline", "ratio", "samples scored",
+        title="nRMSE per family against the trivial baseline (ratio < 1: beats it)",
+    )  # fmt: skip
+    for name, f in families.items():
+        table.add_row(
+            name, f"{f['nrmse']:.4g}", f"{f['baseline_nrmse']:.4g}", _flagged(f),
+            f"{f['samples']}" + (" (few: rough)" if f["samples"] < FEW_SAMPLES else ""),
+        )  # fmt: skip
+    if any(f["samples"] < FEW_SAMPLES for f in families.values()):
+        table.caption = (
+            f"Under {FEW_SAMPLES} samples a score is rough: raise training.held_out or the "
+            "groups' samples."
+        )
+    return table
+
+
+def _flagged(scores: dict[str, Any]) -> str:
+    """The ratio to the baseline, in red and marked where the model does not beat it."""
+    r = scores["ratio"]
+    text = "-" if r is None else f"{r:.3g}"
+    return text if scores["beats_baseline"] else f"[red]{text} no gain"
 
 
 def _num(v: float | None) -> str:

@@ -75,13 +75,19 @@ def test_persistence_and_mean_field_baselines_match_hand_computation(
 def test_evaluate_command_prints_baseline_and_ratio(
     known_store, operator_checkpoint, tmp_path: Path
 ):
+    """Within 100 columns: each group beside its baseline, ending with the families' table."""
     url, paths = known_store.url, known_store.paths
     ckpt = operator_checkpoint(tmp_path / "model", url, paths)
-    wide = {"COLUMNS": "300"}  # rich folds cells to the terminal width
-    result = CliRunner().invoke(app, ["evaluate", str(ckpt), "--store", url], env=wide)
+    result = CliRunner().invoke(
+        app, ["evaluate", str(ckpt), "--store", url], env={"COLUMNS": "100"}
+    )
     assert result.exit_code == 0, result.output
+    out = result.stdout
     for text in ("baseline", "ratio", "persistence", "training mean field", paths[0]):
-        assert text in result.output
+        assert text in out
+    assert max(map(len, out.splitlines())) <= 100
+    last = out[out.rindex("nRMSE per family") :].splitlines()
+    assert [line.split()[1] for line in last if line.startswith("│")] == ["darcy", "heat"]
 
 
 @pytest.mark.parametrize("symmetrize", [False, True])
