@@ -143,16 +143,21 @@ def test_evaluate_refuses_an_unwritable_out_before_evaluating(refused, root: Pat
 
 
 TRAIN = [
-    pytest.param(("--checkpoint-every", "0"), id="checkpoint-every-0"),
-    pytest.param(("--workers", "0"), id="workers-0"),
-    pytest.param(("--domain-ranks", "²"), id="domain-ranks-superscript"),
-    pytest.param(("--parallel", "bogus"), id="parallel-bogus"),
+    pytest.param(("--checkpoint-every", "0"), "checkpoint-every", id="checkpoint-every-0"),
+    pytest.param(("--workers", "0"), "workers", id="workers-0"),
+    pytest.param(("--domain-ranks", "²"), "domain-ranks", id="domain-ranks-superscript"),
+    pytest.param(("--parallel", "bogus"), "parallel", id="parallel-bogus"),
+    pytest.param((), "no store", id="no-store"),
 ]
 
 
-@pytest.mark.parametrize("args", TRAIN)
-def test_train_refuses_in_one_line_before_ray(refused, root: Path, args) -> None:
-    refused("train", "tiny.yaml", "--run-dir", "run", *args, out="run", cwd=root)
+@pytest.mark.parametrize(("args", "says"), TRAIN)
+def test_train_refuses_in_one_line_before_ray(refused, root: Path, args, says: str) -> None:
+    """Each refusal names what it refuses (``tiny.yaml`` names no store: with ``--store`` the
+    option's own check must answer first)."""
+    store = () if says == "no store" else ("--store", "known.zarr")
+    line = refused("train", "tiny.yaml", *store, "--run-dir", "run", *args, out="run", cwd=root)
+    assert says in line
 
 
 SCALE = [

@@ -80,6 +80,12 @@ def domain_ranks_for(asked: int | str, sizing: StageSizing) -> int:
     )
 
 
+def check_parallel(asked: str) -> None:
+    """``--parallel``'s value is ``auto``, ``ddp`` or ``fsdp``; anything else is one line."""
+    if asked not in ("auto", "ddp", "fsdp"):
+        raise UserInputError(f"--parallel must be auto, ddp or fsdp, got {asked!r}")
+
+
 def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
     """How a stage holds its parameters (:class:`~pdeladder.trainer.distributed.parallelize.
     ParallelDims` ``shard``): ``"all"`` (FSDP2 over all ranks) or ``"none"`` (replicated, DDP).
@@ -90,8 +96,7 @@ def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
     the budget; otherwise replicate, since sharding a model that fits costs a gather per
     block in the forward and the backward pass and a reduce-scatter per block.
     """
-    if asked not in ("auto", "ddp", "fsdp"):
-        raise UserInputError(f"parallel must be auto, ddp or fsdp, got {asked!r}")
+    check_parallel(asked)
     if asked == "ddp" and domain_ranks > 1:
         raise UserInputError(
             f"parallel ddp needs one rank per sample, not {domain_ranks}: split samples "

@@ -34,7 +34,12 @@ from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
-from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for, shard_for
+from pdeladder.trainer.distributed.choose import (
+    StageSizing,
+    check_parallel,
+    domain_ranks_for,
+    shard_for,
+)
 from pdeladder.trainer.layers.spectral import modes_for
 from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import WEIGHT_LAYOUT, read_model_json, save_model
@@ -360,6 +365,9 @@ def train_curriculum(
     store_url = absolute_url(store_url)
     if workers < 1:
         raise UserInputError(f"workers must be at least 1, got {workers}")
+    if checkpoint_every < 1:
+        raise UserInputError(f"--checkpoint-every must be at least 1 step, got {checkpoint_every}")
+    check_parallel(parallel)
     chosen = [spec.stage(n) for n in stages] if stages else list(spec.stages)
     run_dir = Path(run_dir).absolute()
     names = [s.name for s in spec.stages]
