@@ -45,12 +45,16 @@ c. **Self-improvement with few data (issue 31's c1).** ``--few`` solved samples 
    ``target_weight: 1.0``; steady Darcy has none). Scored on ``coarse``'s samples (same ranges,
    draws the few-sample models never saw). Target (c1), per self-improvement arm: mean nRMSE
    over the families at least 20 % lower than data only (the per-seed reduction, 2 SE beyond
-   20 %) and no family worse than data only (beyond 2 SE).
+   20 %) and no family worse than data only (beyond 2 SE). Beside them the bound of any
+   self-improvement: *all solved*, data only on as many solved samples as the few plus the
+   unsolved draws (``--few`` + the phase's ``samples`` per family), a target no worse than a
+   solve for every draw.
 d. **Zero-shot super-resolution.** The universal model of a. (trained at 17²) on 33² solves of
    ``coarse``'s ranges (stage ``coarse2n``, never trained on). Target: nRMSE at 2N <= 1.2x
    that at N, per family (the per-seed ratio, 2 SE below 1.2).
 
-Nothing here is tuned to a target. ``python benchmarks/claims.py [--out DIR] [--seeds N]``
+Nothing here is tuned to a target. ``python benchmarks/claims.py [--out DIR] [--seeds N]
+[--claims abcd]`` (``--claims c``: only c's arms, on only the stages c needs)
 writes ``claims.json`` (every seed's group reports, walls and curves, and the aggregates),
 ``claims.md`` (the tables), ``curves.png`` (training data loss, relative L2 of the normalised
 fields, against the step, per variant and seed) and the runs (``runs/<variant>-s<seed>``);
@@ -93,8 +97,13 @@ FAMILIES = ("heat", "darcy", "burgers", "advection_diffusion")
 EVAL_SAMPLES = 16
 #: The store's curriculum seed (the solved data) and the first training seed.
 SEED = 20240601
-#: c.'s arms at equal steps, data only first (the others are compared with it).
-FEW_ARMS = ("data only", "self-improvement", "self-improvement + targets")
+#: c.'s arms at equal steps, data only first (the others are compared with it); the last is
+#: the bound of the self-improvement arms: every unsolved draw solved.
+FEW_ARMS = ("data only", "self-improvement", "self-improvement + targets", "all solved")
+#: c.'s self-improvement arms, judged against c1.
+SI_ARMS = FEW_ARMS[1:3]
+#: The claims, each run on its own (``--claims``).
+CLAIMS = "abcd"
 #: c1: the self-improvement arms' mean nRMSE at least this much below data only's.
 C1_REDUCTION = 0.20
 #: d.: nRMSE at 2N at most this many times that at N.
@@ -367,22 +376,30 @@ class Bench:
         return evaluate_checkpoint(checkpoint, self.store, held_out=self.sizes.held_out)["groups"]
 
 
-def setup(sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto") -> Bench:
-    """The stages from the quick-start's, solved into ``out/store.zarr``; ``threads``: every
-    training stage's ``training.threads``."""
+def setup(
+    sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto", claims=CLAIMS
+) -> Bench:
+    """The stages from the quick-start's that ``claims`` need, solved into ``out/store.zarr``;
+    ``threads``: every training stage's ``training.threads``."""
     qs = quickstart()
     model = model or qs["model"]
     n, n2 = sizes.resolution, 2 * sizes.resolution - 1
     plane, refine = qs["plane"], qs["refine"]
     si = refine["training"]["self_improvement"] | {"steps": sizes.si_steps}
-    stages = {
+    every = {
         "coarse": stage("coarse", plane, n, sizes.samples, steps=sizes.steps),
         "fine": stage(
             "fine", refine, n2, sizes.samples, steps=sizes.fine_steps, self_improvement=None
         ),
         "coarse2n": stage("coarse2n", plane, n2, EVAL_SAMPLES, steps=1),
         "few": stage("few", plane, n, sizes.few, steps=sizes.few_steps, self_improvement=si),
+        "all solved": stage(
+            "all-solved", plane, n, sizes.few + si["samples"], steps=sizes.few_steps + si["steps"]
+        ),
     }
+    needs = {"a": ["coarse"], "b": ["coarse", "fine"], "c": ["coarse", "few", "all solved"],
+             "d": ["coarse", "coarse2n"]}  # fmt: skip
+    stages = {k: v for k, v in every.items() if any(k in needs[c] for c in claims)}
     store = str((out / "store.zarr").absolute())
     t0 = time.perf_counter()
     solved = curriculum("claims", list(stages.values()), model, out)
@@ -399,10 +416,13 @@ def with_training(stage_dict: dict, **training) -> dict:
     return {**stage_dict, "training": tr}
 
 
-def curriculum_and_shuffled(bench: Bench) -> tuple[Path, Path, Path]:
+def curriculum_and_shuffled(bench: Bench, with_b: bool = True) -> tuple[Path, ...]:
     """b.'s two variants; the curriculum's first stage is a.'s universal model. Returns the
-    model folders (universal, curriculum, shuffled)."""
-    coarse, fine, s = bench.stages["coarse"], bench.stages["fine"], bench.sizes
+    model folders (universal, curriculum, shuffled), the last two None without b."""
+    coarse, s = bench.stages["coarse"], bench.sizes
+    if not with_b:
+        return bench.train("universal", bench.curriculum("universal", [coarse])), None, None
+    fine = bench.stages["fine"]
     spec = bench.curriculum("curriculum", [coarse, fine])
     universal = bench.train("universal", spec, ["coarse"])
     final = bench.train("curriculum fine stage", spec, ["fine"])  # warm start from coarse
@@ -443,6 +463,7 @@ def few_samples(bench: Bench) -> dict[str, dict[str, dict]]:
         "data only": with_training(few, steps=s.few_steps + s.si_steps, self_improvement=None),
         "self-improvement": few,
         "self-improvement + targets": with_training(few, self_improvement=targets),
+        "all solved": with_training(bench.stages["all solved"], self_improvement=None),
     }
     out = {}
     for arm in FEW_ARMS:
@@ -453,35 +474,41 @@ def few_samples(bench: Bench) -> dict[str, dict[str, dict]]:
     return out
 
 
-def one_seed(bench: Bench) -> dict[str, Any]:
-    """Every variant trained with ``bench``'s seed: its group reports by claim, family and arm
-    (``{"a": {family: {"universal", "specialist", "fno"}}, "b": {family: {"curriculum",
-    "shuffled"}}, "c": {family: {arm}}, "d": {family: {"n", "2n"}}}``), and the width of a.'s
-    specialists."""
-    fam = list(bench.snapshots)
-    universal_dir, curriculum_dir, shuffled_dir = curriculum_and_shuffled(bench)
-    universal = bench.scores(universal_dir)
-    final, shuffled = bench.scores(curriculum_dir), bench.scores(shuffled_dir)
-    specialist, fno, width = specialists(bench)
-    few = few_samples(bench)
-    held = {f: universal[bench.path("coarse", f)] for f in fam}
-    bench.walls["curriculum"] = bench.walls["universal"] + bench.walls["curriculum fine stage"]
-    bench.steps["curriculum"] = bench.steps["universal"] + bench.steps["curriculum fine stage"]
-    bench.params["curriculum"] = bench.params["curriculum fine stage"]
-    bench.curves["curriculum"] = bench.curves.pop("curriculum fine stage")  # both stages
-    claims = {
-        "a": {f: {"universal": held[f], "specialist": specialist[f], "fno": fno[f]} for f in fam},
-        "b": {
+def one_seed(bench: Bench, claims: str = CLAIMS) -> dict[str, Any]:
+    """The ``claims``' variants trained with ``bench``'s seed: their group reports by claim,
+    family and arm (``{"a": {family: {"universal", "specialist", "fno"}}, "b": {family:
+    {"curriculum", "shuffled"}}, "c": {family: {arm}}, "d": {family: {"n", "2n"}}}``), and the
+    width of a.'s specialists (None without a.)."""
+    fam, out, width = list(bench.snapshots), {}, None
+    if set(claims) & set("abd"):
+        universal_dir, curriculum_dir, shuffled_dir = curriculum_and_shuffled(bench, "b" in claims)
+        universal = bench.scores(universal_dir)
+        held = {f: universal[bench.path("coarse", f)] for f in fam}
+    if "a" in claims:
+        specialist, fno, width = specialists(bench)
+        out["a"] = {
+            f: {"universal": held[f], "specialist": specialist[f], "fno": fno[f]} for f in fam
+        }
+    if "b" in claims:
+        final, shuffled = bench.scores(curriculum_dir), bench.scores(shuffled_dir)
+        for key in ("walls", "steps"):
+            records = getattr(bench, key)
+            records["curriculum"] = records["universal"] + records["curriculum fine stage"]
+        bench.params["curriculum"] = bench.params["curriculum fine stage"]
+        bench.curves["curriculum"] = bench.curves.pop("curriculum fine stage")  # both stages
+        out["b"] = {
             f: {
                 "curriculum": final[bench.path("fine", f)],
                 "shuffled": shuffled[bench.path("fine", f)],
             }
             for f in fam
-        },
-        "c": {f: {arm: few[arm][f] for arm in FEW_ARMS} for f in fam},
-        "d": {f: {"n": held[f], "2n": universal[bench.path("coarse2n", f)]} for f in fam},
-    }
-    return {"claims": claims, "specialist_width": width}
+        }
+    if "c" in claims:
+        few = few_samples(bench)
+        out["c"] = {f: {arm: few[arm][f] for arm in FEW_ARMS} for f in fam}
+    if "d" in claims:
+        out["d"] = {f: {"n": held[f], "2n": universal[bench.path("coarse2n", f)]} for f in fam}
+    return {"claims": out, "specialist_width": width}
 
 
 def nrmses(per_seed: list[dict], claim: str, family: str, arm: str, key="nrmse") -> list[float]:
@@ -496,22 +523,43 @@ def family_means(per_seed: list[dict], claim: str, arm: str, key="nrmse") -> lis
 
 def aggregate(per_seed: list[dict]) -> dict[str, Any]:
     """The claims over the seeds (``per_seed``: :func:`one_seed`'s ``claims``): every arm's
-    mean ± SE, its baseline's mean, the paired differences and the verdicts."""
-    fam = list(per_seed[0]["a"])
+    mean ± SE, its baseline's mean, the paired differences and the verdicts (the claims the
+    seeds hold)."""
+    fam = list(next(iter(per_seed[0].values())))
+    out = {}
 
     def arms(claim: str, f: str, names) -> dict[str, Any]:
         out = {n: mean_se(nrmses(per_seed, claim, f, n)) for n in names}
         base = nrmses(per_seed, claim, f, names[0], "baseline_nrmse")
         return {**out, "baseline": float(np.mean(base))}
 
-    a = {}
-    for f in fam:
-        r = arms("a", f, ("universal", "specialist", "fno"))
-        r["best"] = min(("specialist", "fno"), key=lambda n: r[n]["mean"])
-        r["difference"] = paired(r["universal"]["seeds"], r[r["best"]]["seeds"])
-        r["verdict"] = r["difference"]["verdict"]
-        a[f] = r
+    if "a" in per_seed[0]:
+        out["a"] = a = {}
+        for f in fam:
+            r = arms("a", f, ("universal", "specialist", "fno"))
+            r["best"] = min(("specialist", "fno"), key=lambda n: r[n]["mean"])
+            r["difference"] = paired(r["universal"]["seeds"], r[r["best"]]["seeds"])
+            r["verdict"] = r["difference"]["verdict"]
+            a[f] = r
+    if "b" in per_seed[0]:
+        out["b"] = claim_b(per_seed, fam, arms)
+    if "c" in per_seed[0]:
+        out["c"] = claim_c(per_seed, fam, arms)
+    if "d" in per_seed[0]:
+        out["d"] = d = {}
+        for f in fam:
+            r = arms("d", f, ("n", "2n"))
+            r["2n baseline"] = float(np.mean(nrmses(per_seed, "d", f, "2n", "baseline_nrmse")))
+            ratio = np.divide(r["2n"]["seeds"], r["n"]["seeds"])
+            r["ratio"] = mean_se(ratio)
+            r["ratio - target"] = paired(ratio, D_RATIO)
+            r["verdict"] = r["ratio - target"]["verdict"]
+            d[f] = r
+    return out
 
+
+def claim_b(per_seed: list[dict], fam: list[str], arms) -> dict[str, Any]:
+    """b. over the seeds: per family and the mean over the families."""
     b = {"families": {}}
     for f in fam:
         r = arms("b", f, ("curriculum", "shuffled"))
@@ -523,7 +571,12 @@ def aggregate(per_seed: list[dict]) -> dict[str, Any]:
     )
     b["difference"] = paired(b["mean"]["curriculum"]["seeds"], b["mean"]["shuffled"]["seeds"])
     b["verdict"] = b["difference"]["verdict"]
+    return b
 
+
+def claim_c(per_seed: list[dict], fam: list[str], arms) -> dict[str, Any]:
+    """c. over the seeds: every arm against data only, c1's verdict for the self-improvement
+    arms and the reduction of their bound (all solved)."""
     c = {"families": {}}
     for f in fam:
         r = arms("c", f, FEW_ARMS)
@@ -544,26 +597,18 @@ def aggregate(per_seed: list[dict]) -> dict[str, Any]:
         verdict = "missed" if worse else target["verdict"]
         c["c1"][n] = {"reduction": mean_se(reduction), "reduction - target": target,
                       "families worse": worse, "verdict": verdict}  # fmt: skip
-
-    d = {}
-    for f in fam:
-        r = arms("d", f, ("n", "2n"))
-        r["2n baseline"] = float(np.mean(nrmses(per_seed, "d", f, "2n", "baseline_nrmse")))
-        ratio = np.divide(r["2n"]["seeds"], r["n"]["seeds"])
-        r["ratio"] = mean_se(ratio)
-        r["ratio - target"] = paired(ratio, D_RATIO)
-        r["verdict"] = r["ratio - target"]["verdict"]
-        d[f] = r
-    return {"a": a, "b": b, "c": c, "d": d}
+    return c
 
 
-def run(sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto") -> dict[str, Any]:
-    bench = setup(sizes, out, model, threads)
+def run(
+    sizes: Sizes, out: Path, model: dict | None, threads: int | str = "auto", claims=CLAIMS
+) -> dict[str, Any]:
+    bench = setup(sizes, out, model, threads, claims)
     seeds = [SEED + k for k in range(sizes.seeds)]
     runs = {}
     for seed in seeds:
         seeded = bench.for_seed(seed)
-        runs[seed] = {**one_seed(seeded), "bench": seeded}
+        runs[seed] = {**one_seed(seeded, claims), "bench": seeded}
     first = runs[seeds[0]]["bench"]
     walls = {n: mean_se([runs[s]["bench"].walls[n] for s in seeds]) for n in first.walls}
     return {
@@ -604,70 +649,55 @@ def diff(r: dict, words: tuple[str, str] = ("lower", "higher")) -> str:
 
 
 def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """The claims as ``(title, header, rows)`` tables: each arm's nRMSE as mean ± SE over the
-    seeds beside the mean of its trivial baseline on the same samples, the paired differences
-    and the verdicts."""
+    """The claims run as ``(title, header, rows)`` tables: each arm's nRMSE as mean ± SE over
+    the seeds beside the mean of its trivial baseline on the same samples, the paired
+    differences and the verdicts."""
     cl, n, k = result["claims"], result["sizes"]["resolution"], len(result["seeds"])
     seeds = f"mean ± SE over {k} seeds"
     out = []
-    rows = [
-        [f, ms(a["universal"]), ms(a["specialist"]), ms(a["fno"]), f"{a['baseline']:.3g}",
-         f"{a['best']}: {diff(a['difference'])}", a["verdict"]]
-        for f, a in cl["a"].items()
-    ]  # fmt: skip
-    out.append((
-        "a. universal vs specialists (same total parameters and steps) and neuraloperator's FNO, "
-        f"held-out nRMSE at {n}² ({seeds})",
-        ["family", "universal", "specialist", "FNO", "baseline", "universal − best (paired)",
-         "universal < best"],
-        rows,
-    ))  # fmt: skip
-    b = cl["b"]
-    rows = [
-        [f, ms(r["curriculum"]), ms(r["shuffled"]), f"{r['baseline']:.3g}", diff(r["difference"])]
-        for f, r in b["families"].items()
-    ]
-    m = b["mean"]
-    rows.append(["mean", ms(m["curriculum"]), ms(m["shuffled"]), f"{m['baseline']:.3g}",
-                 diff(b["difference"]), b["verdict"]])  # fmt: skip
-    out.append((
-        f"b. curriculum vs shuffled: held-out nRMSE on the last stage ({2 * n - 1}², {seeds})",
-        ["family", "curriculum", "shuffled", "baseline", "curriculum − shuffled (paired)",
-         "curriculum < shuffled"],
-        rows,
-    ))  # fmt: skip
-    c = cl["c"]
-    rows = [
-        [f, *[ms(r[a]) for a in FEW_ARMS], f"{r['baseline']:.3g}",
-         " / ".join(f"{r['residual'][a]['mean']:.3g}" for a in FEW_ARMS),
-         *[diff(r["vs data only"][a], ("lower", "worse")) for a in FEW_ARMS[1:]]]
-        for f, r in c["families"].items()
-    ]  # fmt: skip
-    m = c["mean"]
-    rows.append(["mean", *[ms(m[a]) for a in FEW_ARMS], f"{m['baseline']:.3g}", "",
-                 *[f"{100 * c['c1'][a]['reduction']['mean']:.1f} ± "
-                   f"{100 * c['c1'][a]['reduction']['se']:.2g} % lower: {c['c1'][a]['verdict']}"
-                   for a in FEW_ARMS[1:]]])  # fmt: skip
-    out.append((
-        f"c. {result['sizes']['few']} solved samples per family, equal steps: data only vs "
-        "self-improvement (residual) vs self-improvement + targets (the residual's minimisers, "
-        f"{result['sizes']['refine_steps']} L-BFGS steps), nRMSE on unseen draws ({seeds}); "
-        f"c1 target: mean >= {100 * C1_REDUCTION:.0f} % lower than data only, no family worse",
-        ["family", *FEW_ARMS, "baseline", "residual (data only / SI / SI + targets)",
-         "SI − data only (paired)", "SI + targets − data only (paired)"],
-        rows,
-    ))  # fmt: skip
-    rows = [
-        [f, ms(d["n"]), f"{d['baseline']:.3g}", ms(d["2n"]), f"{d['2n baseline']:.3g}",
-         f"{d['ratio']['mean']:.2f} ± {d['ratio']['se']:.2g}x", d["verdict"]]
-        for f, d in cl["d"].items()
-    ]  # fmt: skip
-    out.append((
-        f"d. zero-shot super-resolution: trained at {n}², evaluated at {2 * n - 1}² ({seeds})",
-        ["family", f"{n}²", "baseline", f"{2 * n - 1}²", "baseline", "ratio",
-         f"< {D_RATIO}x"],
-        rows,
-    ))  # fmt: skip
+    if "a" in cl:
+        rows = [
+            [f, ms(a["universal"]), ms(a["specialist"]), ms(a["fno"]), f"{a['baseline']:.3g}",
+             f"{a['best']}: {diff(a['difference'])}", a["verdict"]]
+            for f, a in cl["a"].items()
+        ]  # fmt: skip
+        out.append((
+            "a. universal vs specialists (same total parameters and steps) and neuraloperator's "
+            f"FNO, held-out nRMSE at {n}² ({seeds})",
+            ["family", "universal", "specialist", "FNO", "baseline", "universal − best (paired)",
+             "universal < best"],
+            rows,
+        ))  # fmt: skip
+    if "b" in cl:
+        b = cl["b"]
+        rows = [
+            [f, ms(r["curriculum"]), ms(r["shuffled"]), f"{r['baseline']:.3g}",
+             diff(r["difference"])]
+            for f, r in b["families"].items()
+        ]  # fmt: skip
+        m = b["mean"]
+        rows.append(["mean", ms(m["curriculum"]), ms(m["shuffled"]), f"{m['baseline']:.3g}",
+                     diff(b["difference"]), b["verdict"]])  # fmt: skip
+        out.append((
+            f"b. curriculum vs shuffled: held-out nRMSE on the last stage ({2 * n - 1}², {seeds})",
+            ["family", "curriculum", "shuffled", "baseline", "curriculum − shuffled (paired)",
+             "curriculum < shuffled"],
+            rows,
+        ))  # fmt: skip
+    if "c" in cl:
+        out.append(table_c(result, seeds))
+    if "d" in cl:
+        rows = [
+            [f, ms(d["n"]), f"{d['baseline']:.3g}", ms(d["2n"]), f"{d['2n baseline']:.3g}",
+             f"{d['ratio']['mean']:.2f} ± {d['ratio']['se']:.2g}x", d["verdict"]]
+            for f, d in cl["d"].items()
+        ]  # fmt: skip
+        out.append((
+            f"d. zero-shot super-resolution: trained at {n}², evaluated at {2 * n - 1}² ({seeds})",
+            ["family", f"{n}²", "baseline", f"{2 * n - 1}²", "baseline", "ratio",
+             f"< {D_RATIO}x"],
+            rows,
+        ))  # fmt: skip
     rows = [
         [name, str(result["steps"].get(name, "")), str(result["params"].get(name, "")), ms(w)]
         for name, w in result["walls"].items()
@@ -679,6 +709,39 @@ def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
         f"compute per variant (wall s: {seeds})", ["variant", "steps", "parameters", "wall s"], rows
     ))  # fmt: skip
     return out
+
+
+def table_c(result: dict[str, Any], seeds: str) -> tuple[str, list[str], list[list[str]]]:
+    """c.'s table: every arm, the residuals, each arm against data only; the mean row holds
+    c1's verdicts and the bound's reduction."""
+    c, sizes = result["claims"]["c"], result["sizes"]
+    rows = [
+        [f, *[ms(r[a]) for a in FEW_ARMS], f"{r['baseline']:.3g}",
+         " / ".join(f"{r['residual'][a]['mean']:.3g}" for a in FEW_ARMS),
+         *[diff(r["vs data only"][a], ("lower", "worse")) for a in FEW_ARMS[1:]]]
+        for f, r in c["families"].items()
+    ]  # fmt: skip
+
+    def reduction(arm: str) -> str:
+        r, said = c["c1"][arm], f": {c['c1'][arm]['verdict']}" if arm in SI_ARMS else " (bound)"
+        return (
+            f"{100 * r['reduction']['mean']:.1f} ± {100 * r['reduction']['se']:.2g} % lower{said}"
+        )
+
+    m = c["mean"]
+    rows.append(["mean", *[ms(m[a]) for a in FEW_ARMS], f"{m['baseline']:.3g}", "",
+                 *[reduction(a) for a in FEW_ARMS[1:]]])  # fmt: skip
+    steps = sizes["few_steps"] + sizes["si_steps"]
+    return (
+        f"c. {sizes['few']} solved samples per family, {steps} steps each: data only vs "
+        "self-improvement (residual) vs self-improvement + targets (the residual's minimisers, "
+        f"{sizes['refine_steps']} L-BFGS steps) vs all solved (every unsolved draw solved: the "
+        f"bound), nRMSE on unseen draws ({seeds}); c1 target: mean >= "
+        f"{100 * C1_REDUCTION:.0f} % lower than data only, no family worse",
+        ["family", *FEW_ARMS, "baseline", "residual (" + " / ".join(FEW_ARMS) + ")",
+         *[f"{a} − data only (paired)" for a in FEW_ARMS[1:]]],
+        rows,
+    )  # fmt: skip
 
 
 def show(parts: list[tuple[str, list[str], list[list[str]]]], console: Console) -> None:
@@ -718,12 +781,16 @@ def plot(result: dict[str, Any], out: Path) -> Path:
     panels = {
         "a. universal vs specialists (steps/F each)": ("universal", "specialist ", "fno "),
         "b. curriculum vs shuffled": ("curriculum", "shuffled"),
-        "c. few samples: data only vs self-improvement (+ targets)": ("few ",),
+        "c. few samples: data only, self-improvement (+ targets), all solved": ("few ",),
     }
-    fig, axes = plt.subplots(1, len(panels), figsize=(16, 4))
     by_seed = list(result["curves"].values())
-    for ax, (title, prefixes) in zip(axes, panels.items(), strict=True):
-        names = [n for n in by_seed[0] if any(n.startswith(p) for p in prefixes)]
+    drawn = {
+        title: [n for n in by_seed[0] if any(n.startswith(p) for p in prefixes)]
+        for title, prefixes in panels.items()
+    }
+    drawn = {title: names for title, names in drawn.items() if names}  # the claims run
+    fig, axes = plt.subplots(1, len(drawn), figsize=(16 * len(drawn) / 3, 4), squeeze=False)
+    for ax, (title, names) in zip(axes[0], drawn.items(), strict=True):
         for k, name in enumerate(names):
             for s, curves in enumerate(by_seed):
                 if curves.get(name):
@@ -749,6 +816,7 @@ def main() -> None:
     for name, default in asdict(Sizes()).items():
         ap.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     ap.add_argument("--width", type=int, help="model width (default: the quick-start's)")
+    ap.add_argument("--claims", default=CLAIMS, help="the claims to run, e.g. c (default: abcd)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on 2 seeds: check the script")
     ap.add_argument(
         "--threads",
@@ -759,6 +827,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     sizes = Sizes.smoke() if args.smoke else Sizes(**{k: getattr(args, k) for k in asdict(Sizes())})
+    if not args.claims or set(args.claims) - set(CLAIMS):
+        ap.error(f"--claims {args.claims!r}: letters of {CLAIMS}")
     if sizes.seeds < 2:
         ap.error(f"--seeds {sizes.seeds}: the verdicts need a standard error, 2 seeds or more")
     model = {"width": 8, "modes": 3, "layers": 2} if args.smoke else None
@@ -769,7 +839,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     with ray_session():
-        result = run(sizes, args.out, model, args.threads or "auto")
+        result = run(sizes, args.out, model, args.threads or "auto", args.claims)
     result["wall_s"]["whole run"] = round(time.perf_counter() - t0, 1)
     parts = tables(result)
     show(parts, Console(width=200))
