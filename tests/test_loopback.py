@@ -347,3 +347,35 @@ def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
         assert watch.ran(evidence[name]), (name, sorted(watch.commands))
         assert watch.seen, name  # Ray's and gloo's listeners were seen, on loopback
         assert_loopback_only(watch)
+
+
+@pytest.mark.slow
+def test_a_train_killed_by_sigkill_leaves_only_rays_agents_for_a_while_and_the_next_starts(
+    tmp_path: Path,
+) -> None:
+    """What a ``train`` killed with SIGKILL leaves: Ray's daemons that it started die with it
+    (Ray's own fate sharing), its workers and actors within seconds; the raylet's dashboard and
+    runtime-env agents live on for about a minute (measured: 60-62 s), which Ray decides, not
+    pdeladder. A training started at once, beside them, runs to its end."""
+    env = environment(tmp_path)
+    (tmp_path / "c.yaml").write_text(CAMPAIGN)
+    watched(["curriculum", "materialize", "c.yaml", "--store", "s.zarr"], env, tmp_path)
+    (tmp_path / "long.yaml").write_text(CAMPAIGN.replace("steps: 2,", "steps: 100000,"))
+    args = ["train", "long.yaml", "--store", "s.zarr", "--workers", "2", "--run-dir", "long",
+            "--checkpoint-every", "1000000"]  # fmt: skip
+    first = subprocess.Popen([PDELADDER, *args], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 400
+    while not any("RayTrainWorker" in cmdline(p) for p in tree(first.pid)):
+        assert first.poll() is None and time.monotonic() < deadline, "no Ray Train worker started"
+        time.sleep(0.5)
+    left = {p: cmdline(p) for p in tree(first.pid) - {first.pid}}
+    first.kill()
+    first.wait()
+    ray_agents = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+    agents = {p for p, line in left.items() if line.startswith(ray_agents)}
+    assert gone(set(left) - agents, timeout=20), {p: cmdline(p) for p in left if cmdline(p)}
+    again = ["train", "c.yaml", "--store", "s.zarr", "--workers", "2", "--run-dir", "again"]
+    watch = watched(again, env, tmp_path)
+    assert watch.ran("RayTrainWorker")
+    assert_loopback_only(watch)
+    assert gone(agents, timeout=90), {p: cmdline(p) for p in agents if cmdline(p)}
