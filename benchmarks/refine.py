@@ -10,14 +10,21 @@ most 16 per group), unrefined and refined, and prints per group:
   and the improvement factor unrefined / refined at the largest;
 - the refinement's wall time per sample against the FEM solve of the group's samples (the
   family's solver on the same grid, parameters and seeds, re-solved in this run after one
-  warm-up solve that compiles the forms), and their ratio.
+  warm-up solve that compiles the forms), and their ratio;
+- the fewest of ``--steps``' counts that lower the nRMSE 2x, and the time ratio there (the
+  refinement's time scaled by that count over the largest: an L-BFGS step costs about the
+  same throughout).
+
+Both run on ``--threads`` CPU threads (default 1: the FEM solve is serial, and on a shared
+machine torch's threads over these small tensors wait on each other: 2 threads under load 8
+ran a 33² heat refinement 13x slower than 1).
 
 The issue's targets (31, item 4): >= 2x lower nRMSE on every time-dependent family at <= 10x
 the FEM solve's wall time. Writes ``refine.json`` and ``refine.png`` (nRMSE against steps, one
 curve per group) into ``--out``.
 
 ``python benchmarks/refine.py --checkpoint runs/quickstart/stages/refine/model
---store stores/quickstart.zarr [--steps 25,50,100,200] [--out runs/bench-refine]``
+--store stores/quickstart.zarr [--steps 25,50,100,200] [--threads 1] [--out runs/bench-refine]``
 (``make demo`` leaves that model and store).
 """
 
@@ -28,6 +35,7 @@ import json
 import time
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -59,8 +67,10 @@ def main() -> None:
     ap.add_argument("--store", required=True)
     ap.add_argument("--steps", default="25,50,100,200", help="step counts reported")
     ap.add_argument("--groups", nargs="*", help="group paths (default: every group it knows)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads of torch")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-refine"))
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     counts = sorted({int(s) for s in args.steps.split(",")})
     report = evaluate_checkpoint(
         args.checkpoint, args.store, refine=counts[-1], groups=args.groups or None
@@ -69,6 +79,7 @@ def main() -> None:
     for path, r in report["groups"].items():
         curve, refinement = r["refinement"]["curve"], r["refinement"]
         fem = solve_seconds(args.store, path)
+        halved = [n for n in counts if curve[n] <= r["unrefined"]["nrmse"] / 2]
         rows[path] = {
             "baseline": r["baseline_nrmse"],
             "unrefined": r["unrefined"]["nrmse"],
@@ -77,13 +88,17 @@ def main() -> None:
             "refine_s": refinement["seconds_per_sample"],
             "fem_s": fem,
             "time_ratio": refinement["seconds_per_sample"] / fem,
+            "steps_to_2x": halved[0] if halved else None,
+            "time_ratio_at_2x": (
+                refinement["seconds_per_sample"] * halved[0] / counts[-1] / fem if halved else None
+            ),
             "samples": r["samples"],
             "steady": open_store(args.store).group(path).grid.snapshots == 1,
         }
     table = Table(
         "group", "baseline", "model",
         *[f"refined {n}" for n in counts],
-        "model / refined", "refine s", "FEM s", "time ratio",
+        "model / refined", "refine s", "FEM s", "time ratio", "2x at", "time ratio there",
         title=f"Refinement at inference ({args.checkpoint}); nRMSE on held-out samples",
     )  # fmt: skip
     for path, row in rows.items():
@@ -92,10 +107,17 @@ def main() -> None:
             *[f"{v:.3g}" for v in row["refined"].values()],
             f"{row['improvement']:.2f}x" + (" (steady)" if row["steady"] else ""),
             f"{row['refine_s']:.3g}", f"{row['fem_s']:.3g}", f"{row['time_ratio']:.0f}x",
+            *(
+                (str(row["steps_to_2x"]), f"{row['time_ratio_at_2x']:.1f}x")
+                if row["steps_to_2x"]
+                else ("-", "-")
+            ),
         )  # fmt: skip
     Console(width=200).print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "refine.json").write_text(json.dumps({"groups": rows, "steps": counts}, indent=2))
+    (args.out / "refine.json").write_text(
+        json.dumps({"groups": rows, "steps": counts, "threads": args.threads}, indent=2)
+    )
     plot_refinement(report, args.out / "refine.png")
     print(f"written: {args.out / 'refine.json'}, {args.out / 'refine.png'}")
 
