@@ -1,13 +1,23 @@
 """``pdeladder train``, ``evaluate`` and ``predict``: thin commands over the trainer's Python API."""
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from pdeladder.errors import UserInputError
@@ -32,6 +42,35 @@ Refine = Annotated[
         "residual, the initial state, inputs and zero walls held (0: off).",
     ),
 ]
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress]:
+    """A progress display on stderr with the time elapsed and an estimate of the time left
+    (stdout stays the command's output, ``--json`` included); a caller starts it at its first
+    task, after the input checks, so that errors print one line."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+    try:
+        yield bar
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+
+
+def scoring(bar: Progress, samples: int) -> Callable[[str, int], None]:
+    """:data:`~pdeladder.trainer.evaluate.ScoringProgress` on ``bar``: one task over the
+    ``samples`` to score, advanced as each group is scored."""
+    bar.start()
+    task = bar.add_task(f"scoring {samples} samples", total=samples)
+    return lambda path, n: bar.update(task, advance=n, description=f"scored {path}")
 
 
 def train(
@@ -97,7 +136,10 @@ def train(
         parallel=parallel,
     )
     meta = read_model_json(result.checkpoint)["metadata"]
-    report = evaluate_checkpoint(result.checkpoint, meta["store"], groups=meta["paths"])
+    with progress_bar() as bar:
+        report = evaluate_checkpoint(
+            result.checkpoint, meta["store"], groups=meta["paths"], progress=partial(scoring, bar)
+        )
     console = Console()
     console.print(timing_table(read_timing(result.run_dir)))
     console.print(f"model: {result.checkpoint}\nmetrics: {result.run_dir}/metrics.jsonl")
@@ -161,16 +203,18 @@ def evaluate(
         residual_table,
     )
 
-    report = evaluate_checkpoint(
-        checkpoint,
-        store,
-        out,
-        metrics=metrics.value,
-        domain_ranks=domain_ranks,
-        symmetrize=symmetrize,
-        refine=refine,
-        groups=groups,
-    )
+    with progress_bar() as bar:
+        report = evaluate_checkpoint(
+            checkpoint,
+            store,
+            out,
+            metrics=metrics.value,
+            domain_ranks=domain_ranks,
+            symmetrize=symmetrize,
+            refine=refine,
+            groups=groups,
+            progress=partial(scoring, bar),
+        )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -215,20 +259,15 @@ def predict(
 ) -> None:
     """Write the model's predicted rollouts into a store of the same format as --store (same
     groups, parameters, seeds and coordinates; fields = prediction)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from pdeladder.trainer.predict import predict_store
 
-    console = Console()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    bar = Progress(*columns, console=console)
+    with progress_bar() as bar:
 
-    def progress(path: str, samples: int) -> Callable[[int], None]:
-        bar.start()  # at the first group, after the input was checked: errors print one line
-        task = bar.add_task(f"predicting {path}", total=samples)
-        return lambda n: bar.advance(task, n)
+        def progress(path: str, samples: int) -> Callable[[int], None]:
+            bar.start()  # at the first group, after the input was checked: errors print one line
+            task = bar.add_task(f"predicting {path}", total=samples)
+            return lambda n: bar.advance(task, n)
 
-    try:
         written = predict_store(
             checkpoint,
             store,
@@ -242,9 +281,7 @@ def predict(
             symmetrize=symmetrize,
             refine=refine,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
+    console = Console()
     console.print(
         f"wrote {sum(written.values())} predicted samples in {len(written)} group(s) to {out}"
     )

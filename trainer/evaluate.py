@@ -28,7 +28,9 @@ those and sums the families' scores.
 
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -70,6 +72,9 @@ from pdeladder.trainer.training.validation import sample_scores
 FAMILY_SCORES = ("nrmse", "baseline_nrmse", "residual")
 #: Samples of a group evaluated (its first held-out ones).
 EVALUATED = 16
+#: ``progress(samples)``, called with the samples to score once the groups are chosen, returns
+#: the function called with a group's path and its samples as they are scored (a CLI's bar).
+ScoringProgress = Callable[[int], Callable[[str, int], None]]
 
 
 class Scored(NamedTuple):
@@ -149,6 +154,7 @@ def evaluate_checkpoint(
     symmetrize: bool | None = None,
     refine: int | str = 0,
     groups: list[str] | None = None,
+    progress: ScoringProgress | None = None,
 ) -> dict[str, Any]:
     """Evaluate the model in ``checkpoint`` on ``store_url``; returns the report (per group and
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
@@ -168,7 +174,10 @@ def evaluate_checkpoint(
     unrefined scores (``unrefined``) and the refinement's nRMSE after every iteration and its
     time per sample (``refinement``; the curve only in one process).
 
-    ``groups``: the group paths to score (default: every group the model knows)."""
+    ``groups``: the group paths to score (default: every group the model knows).
+
+    ``progress``: told the samples to score, then each group's as they are (with
+    ``domain_ranks > 1``, as they are predicted)."""
     refine = check_steps(refine)
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
@@ -204,6 +213,8 @@ def evaluate_checkpoint(
             chosen[path] = Scored(g, seen, data, split.train if seen else test, test[:EVALUATED])
     if not chosen:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
+    total = sum(len(c.evaluated) for c in chosen.values())
+    advance = progress(total) if progress else lambda path, samples: None
     with ExitStack() as stack:
         if domain_ranks > 1:
             if out_dir is not None:
@@ -215,7 +226,10 @@ def evaluate_checkpoint(
                 domain_ranks=domain_ranks, samples=samples, symmetrize=symmetrize, force=True
             )
             started = time.perf_counter()
-            predict_store(checkpoint, store_url, pred_url, list(chosen), refine=refine, **job)
+            shown = dict(progress=lambda path, _: partial(advance, path))
+            predict_store(
+                checkpoint, store_url, pred_url, list(chosen), refine=refine, **shown, **job
+            )
             seconds = time.perf_counter() - started
             if refine:
                 plain_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
@@ -253,6 +267,8 @@ def evaluate_checkpoint(
             report["kind"] = "held_out" if seen else other
             groups[path] = report
             plots.append((path, pred, truth, batch))
+            if domain_ranks == 1:
+                advance(path, len(test))
     report = {
         "checkpoint": str(checkpoint),
         "store": store_url,

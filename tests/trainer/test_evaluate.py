@@ -90,6 +90,37 @@ def test_evaluate_command_prints_baseline_and_ratio(
     assert [line.split()[1] for line in last if line.startswith("│")] == ["darcy", "heat"]
 
 
+@pytest.mark.parametrize("domain_ranks", [1, 2])
+def test_evaluate_tells_its_progress(
+    known_store, operator_checkpoint, tmp_path: Path, domain_ranks
+):
+    """The samples to score first, then every group's as it is scored (or predicted, on
+    domain ranks), adding up to them."""
+    url, paths = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, paths)
+    told = []
+
+    def progress(samples: int):
+        told.append(samples)
+        return lambda path, n: told.append((path, n))
+
+    report = evaluate_checkpoint(ckpt, url, domain_ranks=domain_ranks, progress=progress)
+    total, *scored = told
+    assert total == sum(r["samples"] for r in report["groups"].values())
+    assert {p for p, _ in scored} == set(paths) and sum(n for _, n in scored) == total
+
+
+def test_evaluate_json_keeps_stdout_clean_of_its_progress(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    url, paths = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, paths)
+    result = CliRunner().invoke(app, ["evaluate", str(ckpt), "--store", url, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["groups"].keys() == set(paths)
+    assert "scored" in result.stderr and "left" in result.stderr
+
+
 @pytest.mark.parametrize("symmetrize", [False, True])
 def test_two_domain_ranks_score_what_one_process_scores(
     known_store, operator_checkpoint, tmp_path: Path, symmetrize

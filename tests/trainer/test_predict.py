@@ -62,7 +62,10 @@ def predicted(known_store, operator_checkpoint, tmp_path: Path) -> tuple[Path, s
     args = ["predict", str(ckpt), "--store", known_store.url, "--out", out, "--batch-size", "3"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, "".join(traceback.format_exception(result.exception))
-    assert "wrote 20 predicted samples in 2 group(s)" in result.output
+    # the progress bar (with its estimate) on stderr; stdout holds the result only
+    assert result.stdout.split() == f"wrote 20 predicted samples in 2 group(s) to {out}".split()
+    assert all(f"predicting {p}" in result.stderr for p in known_store.paths)
+    assert "left" in result.stderr
     return ckpt, out
 
 
