@@ -14,7 +14,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import qmc
@@ -54,6 +54,22 @@ class GroupPlan:
     config_hash: str
     compression: str  # codec of the group's fields, when the group is created
     ranks: "int | str" = 1  # ranks_per_sample: K, or "auto" until the cost model resolves it
+    #: What ``config_hash`` hashes besides the count (seed, stage, family, grid, design,
+    #: ranges, regions): :meth:`hash_at` tells a group of this configuration at another count.
+    config: dict = field(default_factory=dict, compare=False)
+
+    def hash_at(self, n: int) -> str:
+        """The ``config_hash`` of this configuration with ``n`` samples (``config_hash`` is
+        ``hash_at(self.n)``): a stored group whose hash is ``hash_at(its count)`` differs from
+        this plan in its count only."""
+        return config_hash(self.config, n)
+
+    @property
+    def prefix_stable(self) -> bool:
+        """Whether the first samples stay the same when the count changes: true of the Sobol'
+        design (a prefix of one sequence) and of the seeds (by index), not of a Latin
+        hypercube, whose every point depends on the count."""
+        return self.config.get("design", "sobol") == "sobol"
 
     @property
     def n(self) -> int:
@@ -158,17 +174,15 @@ def plan_group(
         [sample_seed(curriculum_seed, stage, entry.family, grid, i) for i in range(n)],
         dtype=np.int64,
     )
-    identity = {
+    config = {
         "seed": curriculum_seed,
         "stage": stage,
         "family": entry.family,
         "grid": [grid.dim, grid.resolution, grid.snapshots, grid.t_end],
-        "n": n,
         "design": entry.design,
         "ranges": {k: r.model_dump() for k, r in ranges.items()},
         "regions": [r.model_dump() for r in regions],
     }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return GroupPlan(
         stage,
         entry.family,
@@ -176,10 +190,18 @@ def plan_group(
         names,
         params,
         seeds,
-        digest,
+        config_hash(config, n),
         compression,
         entry.ranks_per_sample,
+        config,
     )
+
+
+def config_hash(config: dict, n: int) -> str:
+    """The ``config_hash`` of a group: 16 hex digits of the SHA-256 of its configuration and
+    count ``n`` as sorted JSON (what stores made before growth existed hold, unchanged)."""
+    identity = {**config, "n": n}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def plan_stage(

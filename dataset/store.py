@@ -226,6 +226,57 @@ class Store:
             self, path, node, arrays={s.name: a for s, a in zip(specs, arrays, strict=True)}
         )
 
+    def grow_group(
+        self, path: str, n_samples: int, attrs: dict[str, Any] | None = None
+    ) -> WritableGroup:
+        """Grow the fixed-size group at ``path`` to ``n_samples``: every per-sample array is
+        resized along the sample axis (only its metadata is rewritten: no chunk of the samples
+        it holds changes, the new ones are missing), then the group's ``n_samples`` and
+        ``attrs`` (e.g. the new ``config_hash``) are updated in one attribute write.
+
+        Crash-safe by its order: until the attributes are written the group says its old
+        count, no sample beyond it can have been written, and a second call completes the
+        resize (arrays already at ``n_samples`` are left alone). The same call with the group's
+        own count squares arrays a killed growth left longer than it. Fewer samples than the
+        group's count is a StoreError (a store never drops samples), as is an appendable
+        group (``n_samples=None``)."""
+        group = self.group(path)
+        if not isinstance(group, WritableGroup):
+            raise StoreError(f"{self.url}: opened read-only; open it with mode='a' to write")
+        meta = dict(group.attrs)
+        old = meta.get("n_samples")
+        if old is None:
+            raise StoreError(f"{group.where()}: is appendable (no fixed n_samples): append to it")
+        if n_samples < old:
+            raise StoreError(
+                f"{group.where()}: holds {old} samples; it cannot shrink to {n_samples}"
+            )
+        specs = [s for s in fmt.array_specs(meta, n_samples) if s.per_sample]
+
+        async def resize() -> None:
+            anode = await zarr.api.asynchronous.open_group(
+                store=group.node.store, path=group.node.path, mode="r+"
+            )
+
+            async def one(spec: fmt.ArraySpec) -> None:
+                arr = await anode.getitem(spec.name)
+                if arr.shape != spec.shape:
+                    await arr.resize(spec.shape)
+
+            await chunks.gather(*(one(spec) for spec in specs))
+
+        try:
+            sync(resize())
+            update = {"n_samples": n_samples, **(attrs or {})}
+            if any(meta.get(k) != v for k, v in update.items()):
+                group.node.update_attributes(update)  # last: the commit of the growth
+        except Exception as err:
+            raise StoreError(
+                f"{group.where()}: growing to {n_samples} samples failed "
+                f"({type(err).__name__}: {err}); run it again to complete it"
+            ) from err
+        return WritableGroup(self, path, self.root[path])
+
 
 async def _require_array(
     node: zarr.AsyncGroup, spec: fmt.ArraySpec, meta: dict[str, Any]
