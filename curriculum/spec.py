@@ -20,6 +20,8 @@ from pdeladder.curriculum.families import FROZEN, FamilyEntry
 from pdeladder.solvers.grid import Grid
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: Share of each group's samples held out of training by default (``training.held_out``).
+HELD_OUT = 0.1
 
 
 class LearningRate(BaseModel):
@@ -145,6 +147,13 @@ class Training(BaseModel):
         description="where the checkpointed blocks' inputs wait for the backward pass (turns "
         "activation checkpointing on): host memory (GPU) or a spill file on local disk",
     )
+    held_out: float = Field(
+        HELD_OUT,
+        gt=0,
+        lt=1,
+        description="share of each group's ok samples held out of training (its last ones, "
+        "rounded up), scored by the trainer and by evaluate; the same in every stage",
+    )
 
     @model_validator(mode="after")
     def _domain_ranks(self) -> "Training":
@@ -249,6 +258,23 @@ class Curriculum(BaseModel):
                     f"earlier: {', '.join(names[:k]) or 'none'}"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _one_held_out_share(self) -> "Curriculum":
+        shares = {s.name: s.training.held_out for s in self.stages}
+        if len(set(shares.values())) > 1:
+            listed = ", ".join(f"{n}: {v:g}" for n, v in shares.items())
+            raise ValueError(
+                f"training.held_out differs between stages ({listed}): a sample held out of one "
+                "stage must stay out of the stages that replay or follow it; use one value"
+            )
+        return self
+
+    @property
+    def held_out(self) -> float:
+        """The share of each group's samples held out of training (every stage's
+        ``training.held_out``)."""
+        return self.stages[0].training.held_out
 
     @model_validator(mode="after")
     def _auto_ranks_have_a_budget(self) -> "Curriculum":

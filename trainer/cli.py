@@ -116,14 +116,16 @@ def train(
 ) -> None:
     """Train the neural operator along a curriculum's stages on Ray Train (a stage of one
     worker: in this process)."""
+    from pdeladder.curriculum.loader import load_curriculum
     from pdeladder.trainer.evaluate import evaluate_checkpoint
     from pdeladder.trainer.models.checkpoint import read_model_json
     from pdeladder.trainer.report import family_table
     from pdeladder.trainer.training.run import train_curriculum
     from pdeladder.trainer.training.timing import read_timing, timing_table
 
+    spec = load_curriculum(file)
     result = train_curriculum(
-        file,
+        spec,
         stages=stage or None,
         store_url=store,
         workers=workers,
@@ -134,11 +136,16 @@ def train(
         checkpoint_every=checkpoint_every,
         domain_ranks=_domain_ranks(domain_ranks),
         parallel=parallel,
+        held_out=spec.held_out,
     )
     meta = read_model_json(result.checkpoint)["metadata"]
     with progress_bar() as bar:
         report = evaluate_checkpoint(
-            result.checkpoint, meta["store"], groups=meta["paths"], progress=partial(scoring, bar)
+            result.checkpoint,
+            meta["store"],
+            held_out=spec.held_out,
+            groups=meta["paths"],
+            progress=partial(scoring, bar),
         )
     console = Console()
     console.print(timing_table(read_timing(result.run_dir)))
@@ -191,6 +198,14 @@ def evaluate(
         list[str] | None,
         typer.Option("--groups", help="Group path to score (repeatable; default: all it knows)."),
     ] = None,
+    held_out: Annotated[
+        float | None,
+        typer.Option(
+            help="Share of each trained group's samples held out of training, in (0, 1): its "
+            "curriculum's training.held_out (default: the model's record of it, else 0.1).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
     ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
@@ -213,6 +228,7 @@ def evaluate(
             symmetrize=symmetrize,
             refine=refine,
             groups=groups,
+            held_out=held_out,
             progress=partial(scoring, bar),
         )
     if as_json:

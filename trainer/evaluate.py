@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from pdeladder.curriculum.spec import HELD_OUT
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.format import group_key
 from pdeladder.dataset.group import Group
@@ -148,7 +149,7 @@ def evaluate_checkpoint(
     checkpoint: str | Path,
     store_url: str,
     out_dir: str | Path | None = None,
-    held_out: float = 0.1,
+    held_out: float | None = None,
     metrics: str = "ours",
     domain_ranks: int = 1,
     symmetrize: bool | None = None,
@@ -176,15 +177,23 @@ def evaluate_checkpoint(
 
     ``groups``: the group paths to score (default: every group the model knows).
 
+    ``held_out``: the share of each trained group's samples held out of training (its
+    curriculum's ``training.held_out``; default: the model's metadata ``held_out``, else
+    :data:`~pdeladder.curriculum.spec.HELD_OUT`); only those are scored of the groups it trained
+    on.
+
     ``progress``: told the samples to score, then each group's as they are (with
     ``domain_ranks > 1``, as they are predicted)."""
     refine = check_steps(refine)
+    if held_out is not None and not 0 < held_out < 1:
+        raise UserInputError(f"held-out share {held_out:g}: must lie in (0, 1)")
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
     if out_dir is not None:
         check_apart(out_dir, [store_url, checkpoint])
         check_writable(out_dir)  # before the evaluation, not after it
     model, meta = load_model(checkpoint)
+    held_out = meta.get("held_out", HELD_OUT) if held_out is None else held_out
     model.eval()
     symmetrize = symmetrized(meta, symmetrize)
     layout = SlotLayout.from_json(meta["layout"])

@@ -9,6 +9,7 @@ import yaml
 from pdeladder.curriculum import load_curriculum, parse_curriculum
 from pdeladder.curriculum.families import UNAVAILABLE
 from pdeladder.curriculum.plan import plan_stage
+from pdeladder.curriculum.spec import HELD_OUT
 from pdeladder.dataset.format import DEFAULT_COMPRESSION
 from pdeladder.errors import CurriculumError, UnknownNameError
 
@@ -77,6 +78,9 @@ def test_good_curriculum_parses_ranges_and_defaults() -> None:
     assert entry.grids()[0].snapshots == 11  # time-dependent default
     assert spec.stages[0].training.self_improvement.samples == 8
     assert spec.compression == DEFAULT_COMPRESSION
+    assert spec.held_out == spec.stages[0].training.held_out == HELD_OUT == 0.1
+    share = parse_curriculum(GOOD.replace("steps: 10", "steps: 10\n      held_out: 0.25"))
+    assert share.held_out == 0.25
     zstd = parse_curriculum(GOOD.replace("seed: 7", "seed: 7\ncompression: blosc-zstd"))
     assert {g.compression for g in plan_stage(zstd, zstd.stages[0]).groups} == {"blosc-zstd"}
 
@@ -104,6 +108,9 @@ def test_good_curriculum_parses_ranges_and_defaults() -> None:
         ("steps: 10", "steps: 10\n      epochs: 3", 15, "training.epochs", "unknown field"),
         ("seed: 7", "seed: seven", 2, "seed", "valid integer"),
         ("seed: 7", "seed: 7\ncompression: lz5", 3, "compression", "available: none, blosc-lz4"),
+        ("steps: 10", "steps: 10\n      held_out: 1", 15, "training.held_out", "less than 1"),
+        ("steps: 10", "steps: 10\n      held_out: 0", 15, "training.held_out", "greater than 0"),
+        ("steps: 10", "steps: 10\n      held_out: -0.1", 15, "training.held_out", "greater than"),
     ],
 )
 def test_errors_name_field_and_line(old: str, new: str, line: int, field: str, words: str) -> None:
@@ -119,6 +126,19 @@ def test_snapshots_checked_against_family() -> None:
         CurriculumError, match=r"c.yaml:6: .*time-dependent: snapshots must be >= 2"
     ):
         parse_curriculum(GOOD.replace("samples: 4", "samples: 4\n        snapshots: 1"), "c.yaml")
+
+
+def test_one_held_out_share_in_every_stage() -> None:
+    """A sample held out of one stage stays out of the next: the stages' shares agree."""
+    first = GOOD.replace("steps: 10", "steps: 10\n      held_out: 0.25")
+    assert parse_curriculum(first + later(first)).held_out == 0.25
+    with pytest.raises(CurriculumError, match=r"differs between stages \(s0: 0.25, s1: 0.1\)"):
+        parse_curriculum(first + later(GOOD))
+
+
+def later(curriculum: str) -> str:
+    """The stage of ``curriculum`` as a second stage, ``s1``."""
+    return curriculum.split("stages:\n")[1].replace("name: s0", "name: s1")
 
 
 def test_duplicate_groups_and_stages_rejected() -> None:

@@ -2,6 +2,8 @@
 against hand computations on a store of known fields."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +15,13 @@ from pdeladder.cli import app
 from pdeladder.dataset.catalog import split
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.store import open_store
+from pdeladder.errors import UserInputError
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.metrics import boundary_error
+from pdeladder.trainer.models.checkpoint import load_model, save_model
 
 HELD_OUT = 0.3
+EXE = Path(sys.executable).with_name("pdeladder")
 
 
 def trapezoid(n: int) -> np.ndarray:
@@ -119,6 +124,32 @@ def test_evaluate_json_keeps_stdout_clean_of_its_progress(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["groups"].keys() == set(paths)
     assert "scored" in result.stderr and "left" in result.stderr
+
+
+def test_held_out_share_is_the_models_record_or_asked(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    """The samples scored of a trained group are its held-out share: 0.1 by default, the
+    model's recorded ``held_out``, or the one asked; a share outside (0, 1) is one line, exit 2,
+    nothing written."""
+    url, (heat, _) = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, [heat])
+    assert evaluate_checkpoint(ckpt, url, groups=[heat])["groups"][heat]["samples"] == 1
+    assert (
+        evaluate_checkpoint(ckpt, url, held_out=0.5, groups=[heat])["groups"][heat]["samples"] == 5
+    )
+    model, meta = load_model(ckpt)
+    recorded = save_model(model, tmp_path / "recorded", {**meta, "held_out": 0.3})
+    assert evaluate_checkpoint(recorded, url, groups=[heat])["groups"][heat]["samples"] == 3
+    for share in (0.0, float("nan"), -0.5):
+        with pytest.raises(UserInputError, match=r"held-out share .*: must lie in \(0, 1\)"):
+            evaluate_checkpoint(ckpt, url, tmp_path / "eval", held_out=share)
+    args = ["evaluate", ckpt, "--store", url, "--held-out", "1.5", "--out", tmp_path / "eval"]
+    result = subprocess.run([EXE, *map(str, args)], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: held-out share 1.5: must lie in (0, 1)"
+    ]
+    assert not (tmp_path / "eval").exists()
 
 
 @pytest.mark.parametrize("symmetrize", [False, True])
