@@ -365,6 +365,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
                     "stage": cfg.stage,
                     "step": step,
                     "total_steps": total,
+                    "supervised_steps": supervised,
                     "phase": "supervised" if step <= supervised else "self_improvement",
                     "loss": loss_v,
                     "data_loss": data_v,
