@@ -2,9 +2,10 @@
 smallest tiling that fits a device (:mod:`pdeladder.trainer.distributed.scale`)."""
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -93,6 +94,14 @@ def scale(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="Draw the memory per rank, part by part, against the ranks into this PNG: the "
+            "domain ranks doubled from 1 (and those asked), the data-parallel groups as asked.",
+        ),
+    ] = None,
 ) -> None:
     """Per rank: parameters, gradients, optimizer state, activations, transform and halo
     buffers; per step: FLOPs, bytes per collective and a step-time lower bound."""
@@ -133,6 +142,8 @@ def scale(
     )
     if ranks % domain_ranks:
         raise UserInputError(f"{ranks} ranks do not split into domain groups of {domain_ranks}")
+    if plot is not None and not plot.parent.is_dir():
+        raise UserInputError(f"--plot {plot}: no folder {str(plot.parent)!r}")
     run = model.Run(
         config,
         shape,
@@ -149,10 +160,62 @@ def scale(
     found = (
         model.smallest_tiling(run, dev, ranks // domain_ranks) if fit else model.estimate(run, dev)
     )
+    if plot is not None:
+        memory_figure(
+            replace(run, ranks=found.run["ranks"], domain=found.run["domain"]), dev
+        ).savefig(plot, dpi=100)
     if as_json:
         typer.echo(json.dumps(asdict(found), indent=2))
         return
     Console().print(_table(found))
+    if plot is not None:
+        Console().print(f"memory per rank against ranks: {plot}")
+
+
+def memory_figure(run: Any, dev: Any) -> Any:
+    """The predicted memory per rank of ``run`` (a scale ``Run``) on ``dev`` (a ``Device``), its
+    parts on the device stacked up to the peak, against the ranks in all: ``run``'s data-parallel
+    groups, each of 1, 2, 4, ... domain ranks (while a rank holds enough x points) and of
+    ``run``'s own, which is marked; the device's memory is a horizontal line."""
+    from matplotlib.figure import Figure
+
+    from pdeladder.trainer.distributed import scale as model
+
+    dp, ks, k = run.dp, {run.domain}, 1
+    while k <= model.MAX_FIT_DOMAIN:
+        try:
+            replace(run, ranks=dp * k, domain=k)
+        except UserInputError:
+            break  # a rank would hold too few x points
+        ks.add(k)
+        k *= 2
+    ks = sorted(ks)
+    found = [model.estimate(replace(run, ranks=dp * k, domain=k), dev) for k in ks]
+    parts = [  # those on the device that any of the tilings holds
+        p
+        for p in found[0].memory
+        if p not in ("peak", "offloaded") and any(e.memory[p] for e in found)
+    ]
+    gb = 1e9
+    ranks = [dp * k for k in ks]
+    fig = Figure(figsize=(8.5, 4.8), layout="constrained")
+    ax = fig.subplots()
+    ax.stackplot(ranks, [[e.memory[p] / gb for e in found] for p in parts], labels=parts)
+    ax.plot(ranks, [e.memory["peak"] / gb for e in found], "k.-", label="peak")
+    ax.axhline(dev.memory / gb, color="C3", ls="--", label=f"{dev.name}: {dev.memory / gb:g} GB")
+    ax.axvline(run.ranks, color="0.3", ls=":", label=f"asked: {run.ranks} ranks")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.set_xlabel(f"ranks ({dp} data-parallel group(s) × domain ranks)")
+    ax.set_ylabel("memory per rank [GB]")
+    t, c, x, y, z = run.sample
+    what = "training step" if run.training else "inference"
+    ax.set_title(
+        f"{what} on a T,C,X,Y,Z = {t},{c},{x},{y},{z} sample, batch {run.batch}, {run.precision}",
+        fontsize=10,
+    )
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside: hides nothing
+    return fig
 
 
 def _table(e) -> Table:

@@ -18,6 +18,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -28,6 +29,7 @@ from pdeladder.trainer.distributed.memory import peak_bytes, saved_bytes
 from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.scale_cli import memory_figure
 
 from .conftest import run_ranks
 
@@ -196,6 +198,7 @@ def test_estimate_parts_and_fit():
         (["10,4,7,8,8", "--domain-ranks", "4", "--ranks", "4"], "at least 2"),
         (["10,4,9,8,8", "--offload", "disk"], "add checkpointing"),
         (["10,4,9,8,8", "--memory-gb", "0"], "must be positive"),
+        (["10,4,9,8,8", "--plot", "no/such/folder/m.png"], "no folder 'no/such/folder'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, message, capsys):
@@ -204,3 +207,32 @@ def test_bad_input_is_one_line_exit_2(args, message, capsys):
     err = capsys.readouterr().err
     assert exited.value.code == 2
     assert message in err and err.count("\n") == 1, err
+
+
+def test_plot_draws_memory_per_rank_against_ranks(tmp_path: Path):
+    """`scale --plot`: the peak per rank at 2, 4, 6 (asked), 8, ... ranks (2 data-parallel
+    groups), each the estimate's and falling as the domain ranks grow, its parts stacked up to
+    it, the device's memory and the asked ranks marked."""
+    png = tmp_path / "memory.png"
+    args = ["scale", "10,4,64,64,64", "--ranks", "6", "--domain-ranks", "3", "--checkpointing"]
+    result = CliRunner().invoke(app, [*args, "--plot", str(png), "--json"])
+    assert result.exit_code == 0, result.output
+    assert png.stat().st_size > 0 and json.loads(result.stdout)["run"]["ranks"] == 6
+    cfg = OperatorConfig(5, 4, width=32, layers=4, modes=(8, 8, 8, 8))
+    run = Run(cfg, (10, 4, 64, 64, 64), ranks=6, domain=3, checkpointing=True)
+    ax = memory_figure(run, PRESETS["h100"]).axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    peak = lines["peak"]
+    ranks = [int(r) for r in peak.get_xdata()]
+    assert ranks[:5] == [2, 4, 6, 8, 16] and ranks[-1] == 64  # x halves to 2 points a rank
+    want = [
+        estimate(Run(cfg, run.sample, ranks=r, domain=r // 2, checkpointing=True), PRESETS["h100"])
+        for r in ranks
+    ]
+    assert list(peak.get_ydata()) == pytest.approx([e.memory["peak"] / 1e9 for e in want])
+    assert (np.diff(peak.get_ydata()) < 0).all()
+    stacked = ax.collections[-1].get_paths()[0].vertices[:, 1].max()  # the top part's top
+    assert stacked == pytest.approx(peak.get_ydata().max())
+    assert list(lines["H100 SXM 80 GB: 80 GB"].get_ydata()) == [80, 80]
+    assert list(lines["asked: 6 ranks"].get_xdata()) == [6, 6]
+    assert ax.get_ylabel() == "memory per rank [GB]" and "ranks" in ax.get_xlabel()
