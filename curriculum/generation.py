@@ -35,11 +35,19 @@ from pdeladder.curriculum.lock import StageLock
 from pdeladder.curriculum.plan import GroupPlan, StagePlan, plan_stage
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.curriculum.weights import Weights, load_weights
-from pdeladder.curriculum.worker import Outcome, Solver, create_group, gang_task, solver_actor
-from pdeladder.dataset.format import FAILED, OK
-from pdeladder.dataset.store import absolute_url, open_store
+from pdeladder.curriculum.worker import (
+    Outcome,
+    Solver,
+    create_group,
+    gang_task,
+    group_attrs,
+    solver_actor,
+)
+from pdeladder.dataset.format import FAILED, OK, group_metadata, identity
+from pdeladder.dataset.store import Store, absolute_url, open_store
 from pdeladder.errors import SolveError, UserInputError
 from pdeladder.ray_runtime import ray_session
+from pdeladder.solvers.registry import get_family
 
 #: Samples in flight per actor: one solving, one queued behind it.
 IN_FLIGHT = 2
@@ -184,10 +192,13 @@ def materialize(
         plans = [cost.resolve(plan, budget, cluster=address is not None) for plan in plans]
     gang = max((int(g.ranks) for plan in plans for g in plan.groups), default=1)
     store = open_store(url, mode="a", check_writable=True)
+    growing = check_store(store, plans, spec.name)  # refusals come before Ray starts
     summary = MaterializeSummary(spec.name, url, workers, names, [])
     t0 = time.perf_counter()
     with ExitStack() as held:
         locks = [held.enter_context(StageLock(url, plan.stage)) for plan in plans]
+        for g in growing:  # under the stage's lock, before any sample is handed out
+            store.grow_group(g.path, g.n, {"config_hash": g.config_hash})
 
         def heartbeat() -> None:
             for lock in locks:
@@ -204,6 +215,94 @@ def materialize(
                 pool.close()
     summary.elapsed_s = time.perf_counter() - t0
     return summary
+
+
+#: How a refused change goes forward, in the words of the command line.
+WAYS_FORWARD = (
+    "materialize it under a new stage name, or into a new store (--store URL); "
+    "--stage NAME materializes the other stages and leaves this one alone"
+)
+
+
+def check_store(store: Store, plans: list[StagePlan], curriculum: str) -> list[GroupPlan]:
+    """Check the groups of ``plans`` that ``store`` holds already against the plans, before
+    anything is solved; the groups to grow (their plan asks for more samples of the same
+    configuration, whose first samples the design keeps: :attr:`GroupPlan.prefix_stable`).
+
+    A group with fewer samples in the plan, or of another configuration, is a UserInputError
+    in one line that names what differs and the ways forward."""
+    growing = []
+    for plan in plans:
+        for g in plan.groups:
+            try:
+                node = store.root[g.path]
+            except KeyError:
+                continue
+            attrs = dict(node.attrs)
+            where = f"{store.url}: group {g.path}"
+            ours = group_metadata(
+                g.stage, get_family(g.family), g.grid, g.n, group_attrs(g, curriculum), "none"
+            )
+            old, new = identity(attrs), identity(ours)
+            differ = sorted(
+                k
+                for k in old.keys() | new.keys()
+                if k not in ("n_samples", "config_hash") and old.get(k) != new.get(k)
+            )
+            if differ:
+                diff = "; ".join(f"{k}: {old.get(k)!r} != {new.get(k)!r}" for k in differ)
+                raise UserInputError(
+                    f"{where} exists with another configuration ({diff}): {WAYS_FORWARD}"
+                )
+            n = attrs.get("n_samples")
+            if not isinstance(n, int) or attrs.get("config_hash") != g.hash_at(n):
+                differ = _differing(store, g, n)
+                raise UserInputError(
+                    f"{where} exists with another configuration ({differ}); its samples are "
+                    f"not this plan's: {WAYS_FORWARD}"
+                )
+            if g.n < n:
+                raise UserInputError(
+                    f"{where} holds {n} samples and the plan asks for {g.n}; a store never "
+                    f"drops samples: keep samples at {n} or more, or {WAYS_FORWARD}"
+                )
+            if g.n > n and not g.prefix_stable:
+                raise UserInputError(
+                    f"{where}: growing from {n} to {g.n} samples would change its first "
+                    f"{n}, because a {g.config['design']} design depends on the count (the "
+                    f"sobol design does not): {WAYS_FORWARD}"
+                )
+            status = node.get("status")  # absent if a kill came before the arrays were made
+            if g.n > n or (status is not None and status.shape[0] != n):
+                growing.append(g)  # to grow, or to square arrays after a killed growth
+    return growing
+
+
+def _differing(store: Store, g: GroupPlan, n: "int | None") -> str:
+    """What differs between a stored group of another ``config_hash`` and its plan ``g``,
+    read from its recorded samples: the seeds (the curriculum's seed) and the parameters
+    whose values differ (ranges, design, weights' regions)."""
+    if n is None:
+        return "an appendable group, not a curriculum's"
+    group = store.group(g.path)
+    status = group.status()
+    m = min(len(status), g.n)
+    ok = np.zeros(len(status), bool)
+    ok[:m] = status[:m] == OK
+    found = []
+    if (group.column("seed", where=ok)[ok] != g.seeds[:m][ok[:m]]).any():
+        found.append("seeds: the curriculum's seed")
+    stored = group.column("params", where=ok)[ok]
+    if stored.shape[1] == len(g.param_names):
+        planned = g.params[:m][ok[:m]]
+        moved = [p for j, p in enumerate(g.param_names) if (stored[:, j] != planned[:, j]).any()]
+        if moved:
+            found.append(f"parameter values of {', '.join(moved)}")
+    if not found:
+        found.append("seed, design, parameter ranges or weights' regions")
+    return f"config_hash {group.attrs.get('config_hash')!r} != {g.hash_at(n)!r}: " + "; ".join(
+        found
+    )
 
 
 class ActorPool:

@@ -16,6 +16,15 @@ from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 
 
+def group_attrs(plan: GroupPlan, curriculum: str) -> dict[str, Any]:
+    """The attributes a curriculum's group carries beside the format's: its ``config_hash``,
+    the curriculum's name and, for K-rank samples, ``ranks_per_sample``."""
+    attrs: dict[str, Any] = {"config_hash": plan.config_hash, "curriculum": curriculum}
+    if int(plan.ranks) > 1:
+        attrs["ranks_per_sample"] = int(plan.ranks)
+    return attrs
+
+
 def create_group(store: Store, plan: GroupPlan, curriculum: str) -> WritableGroup:
     """Create (or reopen, if identical) the store group of ``plan``; the driver does this before
     any worker writes, so workers only open existing groups. A group of K-rank samples
@@ -23,12 +32,9 @@ def create_group(store: Store, plan: GroupPlan, curriculum: str) -> WritableGrou
     so that a rerun with another K is refused rather than mixing samples of two K."""
     from pdeladder.solvers.slab_solve import chunk_x_for, x_slabs
 
-    attrs: dict[str, Any] = {"config_hash": plan.config_hash, "curriculum": curriculum}
+    attrs = group_attrs(plan, curriculum)
     ranks = int(plan.ranks)
-    chunk_x = None
-    if ranks > 1:
-        attrs["ranks_per_sample"] = ranks
-        chunk_x = chunk_x_for(plan.grid.shape[0], ranks)
+    chunk_x = chunk_x_for(plan.grid.shape[0], ranks) if ranks > 1 else None
     group = store.require_group(
         plan.stage,
         get_family(plan.family),
