@@ -136,7 +136,6 @@ def train(
         checkpoint_every=checkpoint_every,
         domain_ranks=_domain_ranks(domain_ranks),
         parallel=parallel,
-        held_out=spec.held_out,
     )
     meta = read_model_json(result.checkpoint)["metadata"]
     with progress_bar() as bar:

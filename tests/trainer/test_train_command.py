@@ -1,7 +1,7 @@
 """`pdeladder train` ends with the families' held-out nRMSE beside their baselines, a table
 within 100 columns (issue 37), not a Python dict; it holds out the curriculum's
 ``training.held_out`` share of each group; its loss curves show the stages' boundaries and the
-held-out scores."""
+held-out scores; its models record the share for ``evaluate``."""
 
 import json
 from pathlib import Path
@@ -9,6 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pdeladder.cli import app
+from pdeladder.trainer.models.checkpoint import read_model_json
 from pdeladder.trainer.training.metrics_log import curves_figure
 
 
@@ -29,6 +30,8 @@ def test_train_ends_with_the_families_table(tiny, tmp_path: Path, ray_local):
     assert all(h in head for h in ("family", "nRMSE", "baseline", "ratio", "samples scored"))
     heat = next(line for line in lines if line.startswith("│ heat "))
     assert heat.split("│")[-2].split()[0] == "3"  # the last model's: half of s2's 6 samples
+    for stage in ("s1", "s2"):  # recorded where a later evaluate finds it
+        assert read_model_json(run / "stages" / stage / "model")["metadata"]["held_out"] == 0.5
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["step"] / records[0]["epochs"] == 3  # s1: 6 of 12 in batches of 2
 

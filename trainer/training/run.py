@@ -339,7 +339,7 @@ def train_curriculum(
     checkpoint_every: int = 50,
     log_every: int = 10,
     activation_checkpointing: bool = False,
-    held_out: float = 0.1,
+    held_out: float | None = None,
     progress: bool = True,
     domain_ranks: int | str | None = None,
     parallel: str = "auto",
@@ -357,8 +357,13 @@ def train_curriculum(
     ``on_metrics`` receives every reported metrics dict; a killed worker is restarted from the
     stage's last checkpoint up to ``max_failures`` times; a stage trained in this process is not
     restarted, and a rerun of it resumes from its last checkpoint.
+
+    ``held_out``: the share of each group's samples kept out of training (default: the
+    curriculum's ``training.held_out``); the stages' models record it in their metadata, where
+    ``evaluate`` finds it.
     """
     spec = _curriculum(spec_or_path)
+    held_out = spec.held_out if held_out is None else held_out
     store_url = store_url or spec.store
     if not store_url:
         raise UserInputError("no store: pass --store URL or set `store:` in the curriculum")
@@ -422,7 +427,7 @@ def train_curriculum(
                 warm = export_model(
                     folder,
                     run_dir / "stages" / stage.name / "model",
-                    {"curriculum": spec.name, "store": store_url},
+                    {"curriculum": spec.name, "store": store_url, "held_out": held_out},
                 )
             results[stage.name] = warm
             record_timing(run_dir, stage.name, stage_timing(time.perf_counter() - t_stage, final))
