@@ -82,7 +82,7 @@ class Catalog:
         by default the groups' families at their dimensions, with the groups' statistics
         (:func:`~pdeladder.dataset.moments.family_normalisation`)."""
         store = open_store(url, storage_options=storage_options)
-        opened = [store.group(p) for p in _select(store, groups)]
+        opened = [store.group(p) for p in select_groups(store, groups)]
         status = {g.path: g.status() for g in opened}
         if layout is None:
             layout = SlotLayout.for_families(
@@ -116,13 +116,16 @@ class Catalog:
         return [r for path, e in self.groups.items() for r in e.refs(path, e.train)]
 
 
-def _select(store: Store, patterns: list[str] | None) -> list[str]:
+def select_groups(store: Store, patterns: list[str] | None) -> list[str]:
+    """The store's group paths that match any of ``patterns`` (shell-style, ``fnmatch``: a
+    path, or ``refine/heat/*``), in the store's order; all of them when ``patterns`` is None. A
+    pattern that matches no group is a UserInputError naming it and the store's groups."""
     paths = store.groups()
     if patterns is None:
         return paths
-    chosen = [p for p in paths if any(fnmatch.fnmatchcase(p, pat) for pat in patterns)]
-    if not chosen:
-        raise UserInputError(
-            f"{store.url}: no group matches {patterns}; groups: {', '.join(paths) or 'none'}"
-        )
-    return chosen
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(p, pat) for p in paths):
+            raise UserInputError(
+                f"{store.url}: no group matches {pat!r}; groups: {', '.join(paths) or 'none'}"
+            )
+    return [p for p in paths if any(fnmatch.fnmatchcase(p, pat) for pat in patterns)]

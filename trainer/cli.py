@@ -195,7 +195,11 @@ def evaluate(
     refine: Refine = "0",
     groups: Annotated[
         list[str] | None,
-        typer.Option("--groups", help="Group path to score (repeatable; default: all it knows)."),
+        typer.Option(
+            "--groups",
+            help="Groups to score: a path or a pattern such as 'refine/heat/*' (repeatable; "
+            "default: all the model knows).",
+        ),
     ] = None,
     held_out: Annotated[
         float | None,

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from pdeladder.curriculum.spec import HELD_OUT
-from pdeladder.dataset.catalog import Catalog
+from pdeladder.dataset.catalog import Catalog, select_groups
 from pdeladder.dataset.format import group_key
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.loader import StoreDataset
@@ -175,7 +175,8 @@ def evaluate_checkpoint(
     unrefined scores (``unrefined``) and the refinement's nRMSE after every iteration and its
     time per sample (``refinement``; the curve only in one process).
 
-    ``groups``: the group paths to score (default: every group the model knows).
+    ``groups``: patterns of the group paths to score (``fnmatch``, e.g. ``refine/heat/*``;
+    default: every group the model knows); one that matches no group is refused.
 
     ``held_out``: the share of each trained group's samples held out of training (its
     curriculum's ``training.held_out``; default: the model's metadata ``held_out``, else
@@ -201,13 +202,8 @@ def evaluate_checkpoint(
     store = open_store(store_url)
     trained = set(meta.get("paths", []))
     trained_dims = {group_key(p)[1:3] for p in trained}  # (family, dim) at any resolution
-    available = store.groups()
-    if unknown := [p for p in groups or [] if p not in available]:
-        raise UserInputError(
-            f"{store_url}: no group {unknown[0]!r}; groups: {', '.join(available)}"
-        )
     chosen: dict[str, Scored] = {}
-    for path in groups or available:
+    for path in select_groups(store, groups):
         g = store.group(path)
         if not knows(layout, g, model.config.modes):
             continue  # a family, or a dimension of it, the model has no channel slots for

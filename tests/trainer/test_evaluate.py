@@ -195,3 +195,23 @@ def test_boundary_error_is_on_the_fields_scale_where_the_walls_hold_zero(dim):
     expected = c / float(truth.square().mean().sqrt())
     assert boundary_error(pred, truth, dim) == pytest.approx(expected, rel=1e-6)
     assert boundary_error(truth, truth, dim) == 0.0
+
+
+def test_groups_are_chosen_by_pattern(known_store, operator_checkpoint, tmp_path: Path):
+    """``--groups`` takes paths and shell-style patterns; a pattern that matches no group is one
+    line, exit 2, naming it, and nothing is written."""
+    url, (heat, darcy) = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, known_store.paths)
+    family = heat.split("/")[1]
+    pattern = heat.replace(family, "*")  # every family's group at the heat group's place
+    assert evaluate_checkpoint(ckpt, url, groups=[f"*/{family}/*"])["groups"].keys() == {heat}
+    assert evaluate_checkpoint(ckpt, url, groups=[heat, darcy])["groups"].keys() == {heat, darcy}
+    assert heat in evaluate_checkpoint(ckpt, url, groups=[pattern])["groups"]
+    args = ["evaluate", ckpt, "--store", url, "--groups", heat, "--groups", "*/ns/*"]
+    result = subprocess.run(
+        [EXE, *map(str, args), "--out", str(tmp_path / "eval")], capture_output=True, text=True
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {url}: no group matches '*/ns/*'; groups: ")
+    assert not (tmp_path / "eval").exists()
