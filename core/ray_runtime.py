@@ -3,7 +3,8 @@ start on a busy machine; or joining a cluster."""
 
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -95,20 +96,34 @@ def join(address: str) -> None:
 
 
 @contextmanager
-def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[None]:
+def ray_session(
+    address: str | None = None,
+    num_cpus: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> Iterator[None]:
     """Use the Ray runtime already initialized in this process; or join the cluster at
     ``address`` (default: ``RAY_ADDRESS``, which a Ray job's entrypoint has); or start a local
-    one (:func:`start_local`) with ``num_cpus``, shut down on exit."""
+    one (:func:`start_local`) with ``num_cpus``, shut down on exit.
+
+    ``on_step``: told one line as the start or join begins and one when Ray is ready (its
+    seconds: a local start takes 10-30 s on a small machine)."""
     import ray
 
     if ray.is_initialized():
         yield
         return
+    tell = on_step or (lambda line: None)
     address = address or os.environ.get("RAY_ADDRESS")
+    t0 = time.perf_counter()
     if address:
+        tell(f"joining the Ray cluster at {address} ...")
         join(address)
+        tell(f"joined the Ray cluster at {address} in {time.perf_counter() - t0:.0f} s")
     else:
+        cpus = "every CPU" if num_cpus is None else f"{num_cpus} CPU{'s' * (num_cpus != 1)}"
+        tell(f"starting a local Ray runtime ({cpus}) ...")
         start_local(num_cpus)
+        tell(f"started Ray in {time.perf_counter() - t0:.0f} s")
     try:
         yield
     finally:

@@ -84,7 +84,7 @@ def plan(
     from pdeladder.curriculum.plan import plan_stage
 
     spec = load_curriculum(file)
-    cost = CostModel()
+    cost = CostModel(on_measure=step_line)
     budget = spec.generation.memory_budget_gb
     names = stage or [s.name for s in spec.stages]
     stages = [
@@ -135,6 +135,12 @@ def plan(
             console.print(
                 "[red]> 1 node[/red]: a sample needs more memory or ranks than this machine has"
             )
+
+
+def step_line(line: str) -> None:
+    """A step before a command's first result (calibrating, starting Ray), on stderr: stdout
+    holds only the result (``--json`` parses)."""
+    typer.echo(line, err=True)
 
 
 class RichProgress:
@@ -214,6 +220,7 @@ def run_materialize(
             on_progress=RichProgress(progress),
             weights=weights,
             retry_failed=retry_failed,
+            on_step=step_line,
         )
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), indent=2))

@@ -222,17 +222,23 @@ def human_time(seconds: float) -> str:
 
 
 class CostModel:
-    """Calibrations by (family, dimension), measured on first use and cached on disk."""
+    """Calibrations by (family, dimension), measured on first use and cached on disk.
 
-    def __init__(self, cache: Path | None = None):
+    ``on_measure``: told, as one line each, when a measurement starts (what, and that it is
+    done once) and when it ends (its seconds): a first plan measures for minutes."""
+
+    def __init__(
+        self, cache: Path | None = None, on_measure: Callable[[str], None] | None = None
+    ):
         self.cache = cache or Path(platformdirs.user_cache_dir("pdeladder")) / "cost-model.json"
+        self.on_measure = on_measure
 
     def _key(self, family: str, dim: int) -> str:
         import dolfinx
 
         return f"{platform.node()}|{family}|{dim}|dolfinx-{dolfinx.__version__}"
 
-    def _cached[C](self, key: str, cls: type[C], measure: Callable[[], C]) -> C:
+    def _cached[C](self, key: str, cls: type[C], measure: Callable[[], C], what: str) -> C:
         try:
             entries = json.loads(self.cache.read_text())
         except (OSError, ValueError):
@@ -241,7 +247,11 @@ class CostModel:
             return cls(**entries[key])
         except (KeyError, TypeError):  # not measured yet, or an older format: measure again
             pass
+        tell = self.on_measure or (lambda line: None)
+        tell(f"calibrating the cost model: {what} on this machine (once; cached in {self.cache})")
+        t0 = time.perf_counter()
         cal = measure()
+        tell(f"calibrated {what} in {time.perf_counter() - t0:.0f} s")
         try:  # re-read: another process may have cached other entries meanwhile
             entries = json.loads(self.cache.read_text())
         except (OSError, ValueError):
@@ -254,13 +264,19 @@ class CostModel:
         return cal
 
     def calibration(self, family: str, dim: int) -> Calibration:
-        return self._cached(self._key(family, dim), Calibration, lambda: calibrate(family, dim))
+        return self._cached(
+            self._key(family, dim),
+            Calibration,
+            lambda: calibrate(family, dim),
+            f"{family} {dim}D solve times",
+        )
 
     def memory(self, family: str, dim: int) -> MemoryCalibration:
         return self._cached(
             self._key(family, dim) + "|memory",
             MemoryCalibration,
             lambda: calibrate_memory(family, dim),
+            f"{family} {dim}D memory",
         )
 
     def compression(self, family: str, dim: int) -> CompressionCalibration:
@@ -268,6 +284,7 @@ class CostModel:
             self._key(family, dim) + "|compression",
             CompressionCalibration,
             lambda: calibrate_compression(family, dim),
+            f"{family} {dim}D compression ratio",
         )
 
     def per_rank_bytes(self, g: GroupPlan, ranks: int) -> float:

@@ -163,9 +163,14 @@ def materialize(
     weights: "Weights | str | Path | dict | None" = None,
     *,
     retry_failed: bool = False,
+    on_step: Callable[[str], None] | None = None,
 ) -> MaterializeSummary:
     """Fill ``store_url`` (default: the curriculum's ``store``) with the samples of ``stages``
     (default: all, in order) on ``workers`` Ray actors; resumable and idempotent.
+
+    ``on_progress`` receives a :class:`ProgressEvent` per stage and per finished sample;
+    ``on_step`` one line for each step before the first sample (calibrating the cost model of
+    a plan that picks ranks, starting Ray).
 
     Raises :class:`~pdeladder.errors.UserInputError` subclasses for bad input before anything
     is written, and :class:`~pdeladder.errors.StoreError` when another run holds a stage.
@@ -188,7 +193,7 @@ def materialize(
     if any(g.ranks != 1 for plan in plans for g in plan.groups):
         from pdeladder.curriculum.cost import CostModel
 
-        cost, budget = CostModel(), spec.generation.memory_budget_gb
+        cost, budget = CostModel(on_measure=on_step), spec.generation.memory_budget_gb
         plans = [cost.resolve(plan, budget, cluster=address is not None) for plan in plans]
     gang = max((int(g.ranks) for plan in plans for g in plan.groups), default=1)
     store = open_store(url, mode="a", check_writable=True)
@@ -204,7 +209,7 @@ def materialize(
             for lock in locks:
                 lock.refresh()
 
-        with ray_session(address, num_cpus=max(workers, gang)):
+        with ray_session(address, num_cpus=max(workers, gang), on_step=on_step):
             pool = ActorPool(url, workers)
             try:
                 for plan in plans:

@@ -115,3 +115,56 @@ def test_the_local_runtime_listens_on_loopback_only(ray_local: None) -> None:
     assert (ipaddress.ip_address(host), int(port)) in listeners  # the GCS, seen as listening
     assert len(tcp_listeners({worker})) >= 1
     assert {(str(ip), p) for ip, p in listeners if not ip.is_loopback} == set()
+
+
+def test_a_session_tells_its_start_and_when_ray_is_ready(flaky, monkeypatch) -> None:
+    import ray
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    fake, lines = flaky(1), []  # a first start that timed out is inside the step
+    with ray_runtime.ray_session(num_cpus=2, on_step=lines.append):
+        assert fake.calls == 2 and len(lines) == 2  # told before the session's work
+    assert lines[0] == "starting a local Ray runtime (2 CPUs) ..."
+    assert lines[1].startswith("started Ray in ") and lines[1].endswith(" s")
+    lines.clear()
+    with ray_runtime.ray_session("10.0.0.1:6379", on_step=lines.append):
+        pass
+    assert lines[0] == "joining the Ray cluster at 10.0.0.1:6379 ..."
+    assert lines[1].startswith("joined the Ray cluster at 10.0.0.1:6379 in ")
+
+
+SPEC = """\
+name: told
+seed: 3
+stages:
+  - name: line
+    families:
+      - {family: heat, dims: [1], resolutions: [9], snapshots: 3, samples: 2}
+"""
+
+
+def test_materialize_shows_ray_as_a_step_on_stderr(ray_local: None, tmp_path: Path) -> None:
+    """The command's stderr tells Ray's start before the first sample; stdout stays JSON."""
+    import json
+    import subprocess
+    import sys
+
+    import ray
+
+    (tmp_path / "c.yaml").write_text(SPEC)
+    address = ray.get_runtime_context().gcs_address  # joins the session's cluster
+    exe = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+    args = ["curriculum", "materialize", "c.yaml", "--store", "s.zarr", "--workers", "1"]
+    proc = subprocess.run(
+        [exe, *args, "--address", address, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ok"] == 2
+    told = [line for line in proc.stderr.splitlines() if line.startswith("join")]
+    assert told[0] == f"joining the Ray cluster at {address} ..."
+    assert told[1].startswith(f"joined the Ray cluster at {address} in ")

@@ -136,6 +136,7 @@ def train(
         checkpoint_every=checkpoint_every,
         domain_ranks=_domain_ranks(domain_ranks),
         parallel=parallel,
+        on_step=partial(typer.echo, err=True),
     )
     meta = read_model_json(result.checkpoint)["metadata"]
     with progress_bar() as bar:

@@ -1,6 +1,7 @@
 """Planning: deterministic seeds and designs, budgets reallocated by weights, calibrated costs."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,10 @@ def test_bad_weights(weights: dict, error: type, words: str) -> None:
         plan_stage(spec(), "a", weights=load_weights(weights))
 
 
+#: What a first plan measures per family and dimension.
+CALIBRATIONS = ("solve times", "memory", "compression ratio")
+
+
 def test_plan_cli_estimates_from_calibration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,3 +190,13 @@ def test_plan_cli_estimates_from_calibration(
         assert ratios[g["family"]]["none"] == 1.0 and ratio > 1  # smooth fields compress
         assert g["stored_bytes"] == pytest.approx(g["bytes"] / ratio, rel=1e-12)
     assert stage["core_hours"] == pytest.approx(stage["seconds"] / 3600, rel=1e-12)
+    # the first plan told each measurement on stderr as it began and ended; a second is silent
+    told = res.stderr.splitlines()
+    measured = [f"{f} 1D {what}" for f in ("heat", "darcy") for what in CALIBRATIONS]
+    assert sorted(line.split(": ", 1)[1].split(" on this machine")[0] for line in told[::2]) == (
+        sorted(measured)
+    )
+    assert all(line.startswith("calibrating the cost model: ") for line in told[::2])
+    assert all(re.fullmatch(r"calibrated .* in \d+ s", line) for line in told[1::2])
+    again = CliRunner().invoke(app, ["curriculum", "plan", str(file), "--json"])
+    assert again.exit_code == 0 and again.stderr == "" and json.loads(again.stdout) == out

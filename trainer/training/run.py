@@ -343,6 +343,7 @@ def train_curriculum(
     progress: bool = True,
     domain_ranks: int | str | None = None,
     parallel: str = "auto",
+    on_step: Callable[[str], None] | None = None,
 ) -> TrainResult:
     """Train the curriculum's stages in order (all, or the named ones), each with ``workers``
     workers or its own ``training.workers`` (on Ray Train; one worker: in this process),
@@ -360,7 +361,7 @@ def train_curriculum(
 
     ``held_out``: the share of each group's samples kept out of training (default: the
     curriculum's ``training.held_out``); the stages' models record it in their metadata, where
-    ``evaluate`` finds it.
+    ``evaluate`` finds it. ``on_step``: told a line as Ray starts and when it is ready.
     """
     spec = _curriculum(spec_or_path)
     held_out = spec.held_out if held_out is None else held_out
@@ -396,7 +397,7 @@ def train_curriculum(
     for stage in chosen:  # every stage's settings are checked before anything is written
         stage_config(spec, stage, layout, store_url, warm, **options)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with ray_session(address):
+    with ray_session(address, on_step=on_step):
         log = MetricsLog(run_dir)
         results: dict[str, Path] = {}
         final: dict[str, Any] = {}
