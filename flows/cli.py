@@ -7,11 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pdeladder.errors import UserInputError
-
 #: L-BFGS steps refining the demo's last predictions: none by default, since on two cores a
 #: 33² sample takes seconds per 25 steps, against 0.1-0.9 s for its FEM solve, which would take
-#: the demo past its 15 minutes (benchmarks/RESULTS.md, "Refinement at inference").
+#: the demo well past its time (README, Quick start; benchmarks/RESULTS.md, "Refinement at
+#: inference").
 DEMO_REFINE = 0
 
 app = typer.Typer(
@@ -54,14 +53,10 @@ def serve(
 
 
 def quickstart_file() -> Path:
-    """``examples/quickstart.yaml`` of the checkout pdeladder runs from (or of the current folder)."""
-    for file in (
-        Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml",
-        Path("examples/quickstart.yaml"),
-    ):
-        if file.exists():
-            return file
-    raise UserInputError("examples/quickstart.yaml not found; run the demo from a checkout")
+    """``quickstart.yaml`` as installed with pdeladder (package data), found from any folder."""
+    from pdeladder.examples import path
+
+    return path("quickstart.yaml")
 
 
 def demo(

@@ -124,6 +124,9 @@ def closed_loop(loop: Loop) -> dict[str, Any]:
     for name in stages:
         spec.stage(name)  # an unknown stage fails here, naming the available ones
     run_dir = Path(loop.run_dir).absolute()
+    logger.info(
+        "%s: climbing stages %s, store %s, run files in %s", spec.name, stages, store_url, run_dir
+    )
     source = {"curriculum": loop.curriculum, "inline_spec": loop.inline_spec}
     shared = {**source, "store_url": store_url, "workers": loop.workers}
     weights_file: str | None = None

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pdeladder.curriculum.loader import load_curriculum, parse_curriculum
 from pdeladder.curriculum.spec import Curriculum
 from pdeladder.errors import UserInputError
+from pdeladder.examples import path as example_path
 
 
 class CurriculumSource(BaseModel):
@@ -15,8 +16,10 @@ class CurriculumSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     curriculum: str = Field(
-        "examples/quickstart.yaml",
-        description="Path of a curriculum YAML file, as seen by the process running the flow.",
+        # The installed file, not a path relative to the folder the flows are served from.
+        str(example_path("quickstart.yaml")),
+        description="Path of a curriculum YAML file, as seen by the process running the flow; "
+        "the default is the quick-start example installed with pdeladder.",
     )
     inline_spec: str | None = Field(
         None,

@@ -181,6 +181,14 @@ def train(run: TrainRun) -> dict[str, Any]:
     stages = run.stages or [s.name for s in spec.stages]
     for name in stages:
         spec.stage(name)  # an unknown stage fails here, naming the available ones
+    get_run_logger().info(
+        "%s: training stages %s on %s (%s), run files in %s",
+        spec.name,
+        stages,
+        run.store_url or spec.store,
+        run.mode.value,
+        run.run_dir,
+    )
     feed = MetricsFeed(spec, stages, get_run_logger().info)
     retrying = {"retries": run.retries, "retry_delay_seconds": exponential_backoff(30)}
     with feed.bar:
