@@ -175,7 +175,13 @@ def evaluate(
     checkpoint: Annotated[Path, typer.Argument(help="Model folder (model.json + weights).")],
     store: Annotated[str, typer.Option(help="Store URL to evaluate on.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Write report.md/.json and PNGs here.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write report.md/.json and PNGs here; an interrupted evaluation rerun into it "
+            "resumes (another model's or settings' evaluation there is replaced)."
+        ),
+    ] = None,
     metrics: Annotated[
         Metrics,
         typer.Option(

@@ -24,8 +24,17 @@ The parts live apart: the metrics in :mod:`pdeladder.trainer.metrics`, the basel
 ``report.json``, ``report.md`` and the PNGs in :mod:`pdeladder.trainer.report` and
 :mod:`pdeladder.trainer.figures`; this module chooses the groups and samples, runs them through
 those and sums the families' scores.
+
+An evaluation written to a folder resumes: each group's report is recorded there as the group
+is scored (:class:`Ledger`), with the samples it scored, so a rerun of the same job (model,
+store and settings) after a kill scores only the groups not yet recorded (and, on domain
+ranks, predicts only the samples not yet in ``predictions.zarr``), ending with the report an
+uninterrupted run writes.
 """
 
+import hashlib
+import json
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,13 +48,13 @@ import torch
 
 from pdeladder.curriculum.spec import HELD_OUT
 from pdeladder.dataset.catalog import Catalog, select_groups
-from pdeladder.dataset.format import group_key
+from pdeladder.dataset.format import OK, group_key
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.outputs import check_apart, check_writable
+from pdeladder.outputs import check_output, make_output
 from pdeladder.trainer.baselines import (
     baseline_name,
     baseline_prediction,
@@ -53,6 +62,7 @@ from pdeladder.trainer.baselines import (
     mean_field,
     ratio,
 )
+from pdeladder.trainer.figures import plot_group
 from pdeladder.trainer.inference import predict, refined, stored_prediction, symmetrized
 from pdeladder.trainer.metrics import (
     CONVENTIONS,
@@ -62,10 +72,10 @@ from pdeladder.trainer.metrics import (
     conservation_error,
     convention_scores,
 )
-from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.models.checkpoint import CONFIG_FILE, WEIGHTS_FILE, load_model
 from pdeladder.trainer.predict import knows, predict_store
 from pdeladder.trainer.refine import check_steps
-from pdeladder.trainer.report import write_report
+from pdeladder.trainer.report import figure_file, write_report
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import sample_scores
 
@@ -161,6 +171,12 @@ def evaluate_checkpoint(
     per family) and writes it under ``out_dir`` when given. ``metrics``: a key of
     :data:`CONVENTIONS` (``ours``, ``pdebench``, ``well``, ``all``).
 
+    ``out_dir`` is an evaluation's folder (:mod:`pdeladder.outputs`: never over or around the
+    store or the model; a non-empty folder that is not an evaluation is refused before
+    anything runs). An evaluation of the same job there, interrupted, is completed: its
+    recorded groups are kept (:class:`Ledger`) and the report is the one an uninterrupted run
+    writes; another job's (another model, store or setting) is replaced.
+
     ``domain_ranks > 1``: the model runs on that many processes, each on an x slab of every
     sample (:func:`~pdeladder.trainer.predict.predict_store` into ``out_dir/predictions.zarr``,
     or a temporary store), and the scores are computed from the stored predictions: one process
@@ -190,9 +206,8 @@ def evaluate_checkpoint(
         raise UserInputError(f"held-out share {held_out:g}: must lie in (0, 1)")
     if metrics not in CONVENTIONS:
         raise UserInputError(f"--metrics {metrics!r}: choose one of {', '.join(CONVENTIONS)}")
-    if out_dir is not None:
-        check_apart(out_dir, [store_url, checkpoint])
-        check_writable(out_dir)  # before the evaluation, not after it
+    if out_dir is not None:  # before the evaluation, not after it; touches nothing
+        check_output(out_dir, COMMAND, [store_url, checkpoint], resume=True)
     model, meta = load_model(checkpoint)
     held_out = meta.get("held_out", HELD_OUT) if held_out is None else held_out
     model.eval()
@@ -218,32 +233,53 @@ def evaluate_checkpoint(
             chosen[path] = Scored(g, seen, data, split.train if seen else test, test[:EVALUATED])
     if not chosen:
         raise UserInputError(f"{store_url}: no groups of the model's families {layout.families}")
+    ledger = None
+    if out_dir is not None:
+        settings = dict(
+            metrics=metrics, held_out=held_out, domain_ranks=domain_ranks, refine=refine
+        )
+        job = evaluation_job(checkpoint, store_url, symmetrize=symmetrize, **settings)
+        previous = make_output(out_dir, COMMAND, [store_url, checkpoint], resume=True)
+        ledger = Ledger.open(Path(out_dir), job, previous)
+    recorded = {
+        path: report
+        for path, c in chosen.items()
+        if (report := ledger.report(path, c.evaluated) if ledger else None) is not None
+    }
     total = sum(len(c.evaluated) for c in chosen.values())
     advance = progress(total) if progress else lambda path, samples: None
+    for path in recorded:
+        advance(path, len(chosen[path].evaluated))
+    pending = [p for p in chosen if p not in recorded]
     with ExitStack() as stack:
-        if domain_ranks > 1:
-            if out_dir is not None:
+        if domain_ranks > 1 and pending:
+            if ledger is not None:
                 pred_url = str(Path(out_dir, "predictions.zarr"))
             else:
                 pred_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
-            samples = {p: c.evaluated.tolist() for p, c in chosen.items()}
+            samples = {p: chosen[p].evaluated.tolist() for p in pending}
+            resumed = ledger is not None and ledger.resumed  # else another job's are replaced
+            for path in pending if resumed else []:  # predicted before a kill: kept
+                advance(path, predicted(pred_url, path, samples[path]))
             job = dict(
-                domain_ranks=domain_ranks, samples=samples, symmetrize=symmetrize, force=True
+                domain_ranks=domain_ranks, samples=samples, symmetrize=symmetrize, force=not resumed
             )
             started = time.perf_counter()
             shown = dict(progress=lambda path, _: partial(advance, path))
-            predict_store(
-                checkpoint, store_url, pred_url, list(chosen), refine=refine, **shown, **job
+            written = predict_store(
+                checkpoint, store_url, pred_url, pending, refine=refine, **shown, **job
             )
             seconds = time.perf_counter() - started
             if refine:
                 plain_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
                 started = time.perf_counter()
-                predict_store(checkpoint, store_url, plain_url, list(chosen), **job)
-                seconds -= time.perf_counter() - started  # the refinement's share
-                per_sample = seconds / sum(len(c.evaluated) for c in chosen.values())
-        groups, plots = {}, []
+                predict_store(checkpoint, store_url, plain_url, pending, **{**job, "force": True})
+                plain = time.perf_counter() - started  # over every sample of the pending groups
+                per_sample = refine_seconds(seconds, plain, sum(written.values()), samples, ledger)
+        groups = dict(recorded)
         for path, (g, seen, data, train, test) in chosen.items():
+            if path in recorded:
+                continue  # scored before a kill: its report is kept
             batch = data.load(path, test)
             truth = processor.fields(batch)
             refinement = None
@@ -271,9 +307,12 @@ def evaluate_checkpoint(
             other = "other_resolution" if (g.family, g.grid.dim) in trained_dims else "unseen"
             report["kind"] = "held_out" if seen else other
             groups[path] = report
-            plots.append((path, pred, truth, batch))
+            if ledger is not None:  # its figure, then its report: recorded once both landed
+                plot_group(path, pred, truth, batch, layout, figure_file(Path(out_dir), path))
+                ledger.record(path, test, report)
             if domain_ranks == 1:
                 advance(path, len(test))
+    groups = {path: groups[path] for path in chosen}  # the store's order, resumed or not
     report = {
         "checkpoint": str(checkpoint),
         "store": store_url,
@@ -284,8 +323,103 @@ def evaluate_checkpoint(
         "groups": groups,
     }
     if out_dir is not None:
-        write_report(report, plots, layout, Path(out_dir))
+        write_report(report, Path(out_dir))
     return report
+
+
+#: The command name an evaluation's folder is marked with (:mod:`pdeladder.outputs`).
+COMMAND = "evaluate"
+#: The file of an evaluation's folder that records each group's report as it is scored.
+LEDGER = "scored.json"
+
+
+def evaluation_job(checkpoint: str | Path, store_url: str, **settings: Any) -> dict[str, Any]:
+    """What makes two evaluations the same job: the model (its folder and a digest of its
+    files, which a retrained model at the same place changes), the store and the ``settings``
+    (metrics, held-out share, domain ranks, refinement, symmetrization)."""
+    digest = hashlib.sha256()
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        with open(Path(checkpoint, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return {
+        "checkpoint": str(Path(checkpoint).absolute()),
+        "model_sha256": digest.hexdigest(),
+        "store": store_url,
+        **settings,
+    }
+
+
+class Ledger:
+    """The record of an evaluation in progress, ``OUT/scored.json``: its job and every scored
+    group's report with the samples it scored, rewritten whole (a temporary file renamed over
+    it) after each group, so that a kill leaves the last complete record. A group is recorded
+    after its figure is written; its record is the resumed run's report of it, as it was."""
+
+    def __init__(self, file: Path, job: dict[str, Any], resumed: bool, state: dict[str, Any]):
+        self.file, self.job, self.resumed, self.state = file, job, resumed, state
+
+    @classmethod
+    def open(cls, out: Path, job: dict[str, Any], previous: bool) -> "Ledger":
+        """The ledger of ``out``: the record there when it is of ``job`` (and ``out`` held a
+        ``previous`` evaluation), else a new one (another job's record is replaced, and the
+        caller replaces its predictions)."""
+        file = out / LEDGER
+        state = None
+        if previous and file.is_file():
+            try:
+                state = json.loads(file.read_text())
+            except ValueError:
+                state = None  # not a record this version wrote: started afresh
+        resumed = isinstance(state, dict) and state.get("job") == job
+        ledger = cls(file, job, resumed, state if resumed else {"job": job, "groups": {}})
+        if not resumed:
+            ledger.save()
+        return ledger
+
+    def report(self, path: str, samples: np.ndarray) -> dict[str, Any] | None:
+        """The recorded report of group ``path`` if it scored exactly ``samples``."""
+        entry = self.state["groups"].get(path)
+        if entry is None or entry["samples"] != [int(i) for i in samples]:
+            return None
+        return entry["report"]
+
+    def record(self, path: str, samples: np.ndarray, report: dict[str, Any]) -> None:
+        """Record group ``path``'s ``report`` of ``samples``."""
+        self.state["groups"][path] = {"samples": [int(i) for i in samples], "report": report}
+        self.save()
+
+    def save(self) -> None:
+        part = self.file.with_name(self.file.name + ".part")
+        part.write_text(json.dumps(self.state))
+        os.replace(part, self.file)
+
+
+def predicted(url: str, path: str, samples: list[int]) -> int:
+    """How many of ``samples`` the prediction store at ``url`` holds (ok) in group ``path``."""
+    if not Path(url).exists() or path not in (store := open_store(url)).groups():
+        return 0  # killed before this group's predictions began
+    status = store.group(path).status()
+    return int((status[[i for i in samples if i < len(status)]] == OK).sum())
+
+
+def refine_seconds(
+    refined: float,
+    plain: float,
+    written: int,
+    samples: dict[str, list[int]],
+    ledger: Ledger | None,
+) -> float:
+    """Seconds per sample that refinement adds on domain ranks: ``refined`` seconds predicted
+    and refined the ``written`` samples, ``plain`` seconds predicted all ``samples``. A resumed
+    run that wrote none takes the record's (``nan`` without one)."""
+    if written:
+        share = refined / written - plain / sum(map(len, samples.values()))
+        if ledger is not None:
+            ledger.state["refine_seconds_per_sample"] = share
+            ledger.save()
+        return share
+    return ledger.state.get("refine_seconds_per_sample", float("nan")) if ledger else float("nan")
 
 
 def family_scores(

@@ -9,8 +9,7 @@ from typing import Any
 
 from rich.table import Column, Table
 
-from pdeladder.dataset.slots import SlotLayout
-from pdeladder.trainer.figures import plot_group, plot_refinement
+from pdeladder.trainer.figures import plot_refinement
 
 
 def ratio_cell(scores: dict[str, Any]) -> str:
@@ -211,13 +210,17 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: dict[str, Any], plots: list, layout: SlotLayout, out: Path) -> None:
-    """``report.json``, ``report.md``, ``refinement.png`` where groups were refined, and one
-    prediction/truth/error PNG per group (``plots``: ``(path, pred, truth, batch)``)."""
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """``report.json``, ``report.md`` and ``refinement.png`` where groups were refined (each
+    group's PNG, :func:`figure_file`, is drawn as the group is scored)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     (out / "report.md").write_text(markdown(report))
     if refinement_rows(report):
         plot_refinement(report, out / "refinement.png")
-    for path, pred, truth, batch in plots:
-        plot_group(path, pred, truth, batch, layout, out / (path.replace("/", "__") + ".png"))
+
+
+def figure_file(out: Path, path: str) -> Path:
+    """The prediction/truth/error PNG of group ``path`` in the report folder ``out``
+    (:func:`~pdeladder.trainer.figures.plot_group`)."""
+    return out / (path.replace("/", "__") + ".png")
