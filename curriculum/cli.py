@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from pdeladder.curriculum.generation import MaterializeSummary, ProgressEvent
 
 app = typer.Typer(
-    help="Curricula: validate, plan and materialize stages of samples.", no_args_is_help=True
+    help="Curricula: their schema; validate, plan and materialize stages of samples.",
+    no_args_is_help=True,
 )
 console = Console()
 

@@ -1,4 +1,4 @@
-"""``pdeladder store ...``: inspect, verify and plot stores from the shell."""
+"""``pdeladder store ...``: inspect, verify, plot and export stores from the shell."""
 
 import json
 from collections.abc import Callable
@@ -16,7 +16,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-app = typer.Typer(help="Zarr stores of samples: inspect, verify, plot.", no_args_is_help=True)
+app = typer.Typer(
+    help="Zarr stores of samples: inspect, verify, plot, export.", no_args_is_help=True
+)
 console = Console()
 
 Url = Annotated[str, typer.Argument(help="Store URL: a path, file://, memory:// or s3://.")]

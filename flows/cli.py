@@ -79,9 +79,11 @@ def demo(
     port: Port = 4200,
     startup_timeout: StartupTimeout = 300,
 ) -> None:
-    """Climb the quick-start curriculum end to end: each stage is solved on local Ray actors,
-    trained on, evaluated, and steers the next stage's sample budget (the closed-loop flow, on
-    the configured Prefect server or a local one). A rerun resumes: finished samples are kept."""
+    """Climb the quick-start curriculum end to end with the closed-loop flow.
+
+    Each stage is solved on local Ray actors, trained on, evaluated, and steers the next stage's
+    sample budget (on the configured Prefect server or a local one). A rerun resumes: finished
+    samples are kept."""
     from prefect.settings import get_current_settings
     from rich.console import Console
 

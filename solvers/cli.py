@@ -1,12 +1,15 @@
 """``pdeladder solvers ...`` and ``pdeladder solve``: the solver library from the shell."""
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.registry import FAMILIES, get_family
@@ -38,42 +41,80 @@ def family_info(name: str) -> dict:
     }
 
 
+#: LaTeX commands of the families' equations, as the terminal shows them.
+SYMBOLS = {
+    "partial": "∂", "Delta": "Δ", "nabla": "∇", "cdot": "·", "kappa": "κ", "nu": "ν",
+    "varepsilon": "ε", "epsilon": "ε", "alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ",
+    "mu": "μ", "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "omega": "ω", "quad": " ",
+    "times": "×",
+}  # fmt: skip
+SUPERSCRIPT = str.maketrans(
+    "0123456789+-=()abcdefghijklmnoprstuvwxyz", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ"
+)
+SUBSCRIPT = str.maketrans("0123456789aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ")
+
+
+def plain_equation(latex: str) -> str:
+    """A family's LaTeX equation as plain Unicode text for the terminal.
+
+    >>> plain_equation(r"\\partial_t^2 u = c^2 \\Delta u")
+    '∂ₜ²u = c² Δu'
+    >>> plain_equation(r"-\\nabla \\cdot (e^{a} \\nabla p) = f")
+    '-∇ · (eᵃ ∇p) = f'
+    """
+
+    def script(match: re.Match, table: dict[int, str], mark: str) -> str:
+        body = match.group(1) or match.group(2)
+        shown = body.translate(table)
+        if any(ord(c) < 128 and not c.isspace() for c in shown):  # no Unicode form for all of it
+            return f"{mark}({body})" if len(body) > 1 else f"{mark}{body}"
+        return shown
+
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: SYMBOLS.get(m.group(1), m.group(1)), latex)
+    text = text.replace("\\ ", " ").replace("\\,", " ")
+    text = re.sub(r"\^\{([^{}]*)\}|\^(\w)", lambda m: script(m, SUPERSCRIPT, "^"), text)
+    text = re.sub(r"_\{([^{}]*)\}|_(\w)", lambda m: script(m, SUBSCRIPT, "_"), text)
+    text = re.sub(r"\s+", " ", text).strip()  # spacing commands and source spaces: one space
+    # An operator binds to what it acts on, as LaTeX's spacing shows it: ∂ₜ u -> ∂ₜu, Δ u -> Δu.
+    return re.sub(r"([∂Δ∇][ₜₓ²]*) (?=[\w(])", r"\1", text)
+
+
 @app.command("list")
 def list_families(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of a table (equations in LaTeX).")
+    ] = False,
 ) -> None:
     """List the equation families: dimensions, channels, parameters with ranges, boundary conditions."""
     infos = [family_info(n) for n in FAMILIES]
     if as_json:
         typer.echo(json.dumps(infos, indent=2))
         return
-    table = Table(title="pdeladder equation families", show_lines=True)
-    for col in (
-        "family",
-        "dims",
-        "channels (in/out)",
-        "parameters [range] units",
-        "boundary conditions",
-    ):
-        table.add_column(col)
+    console = Console()  # the terminal's width now (COLUMNS)
     for info in infos:
-        chans = ", ".join(
-            f"{c['name']}{'*' if c['role'] == 'input' else ''}" for c in info["channels"]
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True, style="bold")
+        grid.add_column()
+        grid.add_row("equation", Text(plain_equation(info["equation"])))
+        grid.add_row("dimensions", ", ".join(map(str, info["dims"])))
+        grid.add_row(
+            "channels",
+            Text(", ".join(f"{c['name']} ({c['role']})" for c in info["channels"])),
         )
-        pars = "\n".join(
-            f"{p['name']}{' (difficulty)' if p['name'] == info['difficulty'] else ''} "
-            f"[{p['low']:g}, {p['high']:g}] {p['units']}"
-            for p in info["parameters"]
+        grid.add_row(
+            "parameters",
+            Text(
+                "\n".join(
+                    f"{p['name']} [{p['low']:g}, {p['high']:g}]"
+                    + ("" if p["units"] in ("1", "") else f" {p['units']}")
+                    + (" (difficulty)" if p["name"] == info["difficulty"] else "")
+                    for p in info["parameters"]
+                )
+            ),
         )
-        table.add_row(
-            f"{info['name']}\n{info['equation']}",
-            ",".join(map(str, info["dims"])),
-            chans,
-            pars,
-            info["boundary_conditions"],
-        )
-    console.print(table)
-    console.print("* input channel (a coefficient field the model receives)")
+        grid.add_row("boundaries", Text(info["boundary_conditions"]))
+        console.print(Text(f"{info['name']}: {info['title']}", style="bold"))
+        console.print(Padding(grid, (0, 0, 1, 2), expand=False))
 
 
 @app.command("convergence")

@@ -67,6 +67,38 @@ def test_solvers_list_json_describes_every_family():
     assert table.returncode == 0 and "navier_stokes" in table.stdout
 
 
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_solvers_list_shows_equations_as_text_and_whole_parameter_names(columns: int):
+    """The terminal gets Unicode equations (LaTeX stays in --json) and every parameter name
+    whole, at any width a terminal has."""
+    from typer.testing import CliRunner
+
+    from pdeladder.cli import app
+    from pdeladder.solvers import get_family
+
+    out = CliRunner().invoke(app, ["solvers", "list"], env={"COLUMNS": str(columns)}).output
+    assert "\\" not in out and "…" not in out
+    assert max(map(len, out.splitlines())) <= columns
+    assert "∂ₜu = κ Δu" in out and "∂ₜ²u = c² Δu" in out and "-∇ · (eᵃ ∇p) = f" in out
+    words = set(out.split())
+    for name in FAMILIES:
+        family = get_family(name)
+        assert f"{name}:" in words
+        assert {p["name"] for p in family.Params.describe()} <= words, name
+    assert "velocity_length_scale" in words
+    infos = json.loads(CliRunner().invoke(app, ["solvers", "list", "--json"]).output)
+    assert infos[0]["equation"] == r"\partial_t u = \kappa \Delta u"
+
+
+def test_plain_equation_keeps_what_unicode_cannot_write():
+    from pdeladder.solvers.cli import plain_equation
+
+    assert plain_equation(r"\partial_t u = D_{xy} \Delta u + u^{q+1}") == (
+        "∂ₜu = D_(xy) Δu + u^(q+1)"
+    )
+    assert plain_equation(r"\alpha_i^2 \, \zeta") == "αᵢ² zeta"
+
+
 def test_convergence_json_reports_rows_and_rates():
     out = run("solvers", "convergence", "heat", "--dim", "1", "--json")
     assert out.returncode == 0, out.stderr
