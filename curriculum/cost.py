@@ -227,9 +227,7 @@ class CostModel:
     ``on_measure``: told, as one line each, when a measurement starts (what, and that it is
     done once) and when it ends (its seconds): a first plan measures for minutes."""
 
-    def __init__(
-        self, cache: Path | None = None, on_measure: Callable[[str], None] | None = None
-    ):
+    def __init__(self, cache: Path | None = None, on_measure: Callable[[str], None] | None = None):
         self.cache = cache or Path(platformdirs.user_cache_dir("pdeladder")) / "cost-model.json"
         self.on_measure = on_measure
 
