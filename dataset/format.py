@@ -294,6 +294,18 @@ def check_version(attrs: dict[str, Any], where: str) -> None:
         )
 
 
+#: The most samples a group may hold: beyond any campaign, and a bound on what a group's
+#: per-sample columns take in memory (a plan or a store saying 1e12 samples asked 931 GiB for
+#: its status column). The curriculum's bound too.
+MAX_SAMPLES = 10_000_000
+
+
+def check_samples(n_samples: int | None, where: str = "n_samples") -> None:
+    """Refuse a group size (None: appendable) outside ``1..MAX_SAMPLES``, in one line."""
+    if n_samples is not None and not 1 <= n_samples <= MAX_SAMPLES:
+        raise UserInputError(f"{where} must be in 1..{MAX_SAMPLES:_}, got {n_samples:_}")
+
+
 def group_metadata(
     stage: str,
     family: "Family",
@@ -309,8 +321,7 @@ def group_metadata(
     :func:`chunking`'s choice."""
     if not stage or "/" in stage or stage.startswith("."):
         raise UserInputError(f"stage name must be non-empty without '/', got {stage!r}")
-    if n_samples is not None and n_samples < 1:
-        raise UserInputError(f"n_samples must be positive, got {n_samples}")
+    check_samples(n_samples)
     if compression not in COMPRESSIONS:
         raise UserInputError(
             f"unknown compression {compression!r}; available: {', '.join(COMPRESSIONS)}"
@@ -397,6 +408,9 @@ def attr_problems(attrs: Mapping[str, Any]) -> Iterator[str]:
             yield f"parameter name {p['name']!r} is not a plain identifier"
     if attrs.get("compression") not in COMPRESSIONS:
         yield f"unknown compression {attrs.get('compression')!r}"
+    n = attrs.get("n_samples")
+    if isinstance(n, int) and not isinstance(n, bool) and not 1 <= n <= MAX_SAMPLES:
+        yield f"attribute 'n_samples' is {n}, outside 1..{MAX_SAMPLES}"
     if not typed:
         return
     try:

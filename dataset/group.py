@@ -30,7 +30,7 @@ from pdeladder.dataset.chunks import Region, SampleChunks
 from pdeladder.dataset.format import FAILED, MISSING, OK, STATUS_NAMES
 from pdeladder.dataset.moments import merge_moments, sample_moments
 from pdeladder.dataset.provenance import checksum
-from pdeladder.errors import StoreError, UserInputError
+from pdeladder.errors import FormatError, StoreError, UserInputError
 from pdeladder.solvers.grid import Grid
 
 if TYPE_CHECKING:
@@ -98,7 +98,16 @@ class Group:
 
     @property
     def n_samples(self) -> int:
-        return self.array("status").shape[0]
+        """Samples the group's arrays hold (at most :data:`format.MAX_SAMPLES`: more is a
+        damaged group, refused in one line before any column is read)."""
+        n = self.array("status").shape[0]
+        if n > fmt.MAX_SAMPLES:
+            raise FormatError(
+                f"{self.where()}: its status array holds {n} samples, more than a group may "
+                f"({fmt.MAX_SAMPLES}); the group is damaged: run `pdeladder store verify` on "
+                "the store, or regenerate it"
+            )
+        return n
 
     @property
     def sample_shape(self) -> tuple[int, int, int, int, int]:

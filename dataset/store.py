@@ -247,6 +247,7 @@ class Store:
         old = meta.get("n_samples")
         if old is None:
             raise StoreError(f"{group.where()}: is appendable (no fixed n_samples): append to it")
+        fmt.check_samples(n_samples)
         if n_samples < old:
             raise StoreError(
                 f"{group.where()}: holds {old} samples; it cannot shrink to {n_samples}"
