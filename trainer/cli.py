@@ -217,8 +217,10 @@ def evaluate(
         ),
     ] = None,
 ) -> None:
-    """nRMSE beside its trivial baseline (persistence; steady: the training mean field) and the
-    ratio, frequency bands, conservation, boundary error, residual, super-resolution."""
+    """Score a model: nRMSE beside its trivial baseline, residuals, PNGs.
+
+    The baseline is persistence (steady: the training mean field); also the ratio, frequency
+    bands, conservation, boundary error and super-resolution."""
     from pdeladder.trainer.evaluate import evaluate_checkpoint
     from pdeladder.trainer.report import (
         convention_tables,
@@ -283,8 +285,10 @@ def predict(
     symmetrize: Symmetrize = None,
     refine: Refine = "0",
 ) -> None:
-    """Write the model's predicted rollouts into a store of the same format as --store (same
-    groups, parameters, seeds and coordinates; fields = prediction)."""
+    """Write a model's predicted rollouts into a store.
+
+    The store has the format of --store (same groups, parameters, seeds and coordinates; fields
+    = prediction)."""
     from pdeladder.trainer.predict import predict_store
 
     with progress_bar() as bar:
