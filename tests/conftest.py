@@ -7,12 +7,17 @@
 - ``running``: the processes whose command line holds given words (Linux's /proc).
 - ``refused``: runs the ``pdeladder`` console script on bad input and asserts one line, exit 2,
   nothing written.
+
+Helpers (imported: ``from .conftest import ...``): :func:`process_tree` and
+:func:`tcp_listeners`, a process tree and the TCP listeners its processes hold (/proc).
 """
 
+import ipaddress
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -104,3 +109,48 @@ def refused() -> Callable[..., str]:
         return lines[0]
 
     return run
+
+
+# -- processes and their listening sockets (Linux's /proc) --------------------------------------
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and every process below it, at any depth."""
+    below: dict[int, list[int]] = {}  # ppid -> pids
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):  # exited meanwhile
+            continue
+        below.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = {pid}, [pid]
+    while todo:
+        found.update(new := below.get(todo.pop(), []))
+        todo += new
+    return found
+
+
+def tcp_listeners(pids: Iterable[int]) -> dict[tuple[str, int], int]:
+    """(address, port) -> pid, of every TCP socket in LISTEN state that one of ``pids`` holds
+    (an IPv4-mapped IPv6 address written as its IPv4 one)."""
+    table = {}  # socket inode -> (address, port), of every listener on the machine
+    for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in Path("/proc/net", name).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A":  # TCP_LISTEN
+                continue
+            address, port = fields[1].split(":")
+            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
+            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            ip = ipaddress.ip_address(socket.inet_ntop(family, packed))
+            table[fields[9]] = (str(getattr(ip, "ipv4_mapped", None) or ip), int(port, 16))
+    found: dict[tuple[str, int], int] = {}
+    for pid in pids:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:  # exited meanwhile, or a descriptor closed while listed
+            continue
+        for link in links:
+            if link.startswith("socket:[") and link[8:-1] in table:
+                found.setdefault(table[link[8:-1]], pid)
+    return found

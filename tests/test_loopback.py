@@ -21,28 +21,9 @@ import pytest
 from pdeladder import network
 from pdeladder.errors import UserInputError
 
+from .conftest import process_tree, tcp_listeners
+
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
-
-
-def children() -> dict[int, list[int]]:
-    """ppid -> pids, of every process (Linux's /proc)."""
-    found: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):  # exited meanwhile
-            continue
-        found.setdefault(ppid, []).append(int(stat.parent.name))
-    return found
-
-
-def tree(pid: int) -> set[int]:
-    """``pid`` and its processes below it, at any depth."""
-    below, found, todo = children(), {pid}, [pid]
-    while todo:
-        found.update(new := below.get(todo.pop(), []))
-        todo += new
-    return found
 
 
 def cmdline(pid: int) -> str:
@@ -52,34 +33,9 @@ def cmdline(pid: int) -> str:
         return "?"
 
 
-def listening() -> dict[str, tuple[str, int]]:
-    """Socket inode -> (address, port) of every TCP socket in LISTEN state on the machine."""
-    found = {}
-    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-        for line in Path("/proc/net", table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A":  # TCP_LISTEN
-                continue
-            address, port = fields[1].split(":")
-            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
-            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-            ip = ipaddress.ip_address(socket.inet_ntop(family, packed))
-            found[fields[9]] = (str(getattr(ip, "ipv4_mapped", None) or ip), int(port, 16))
-    return found
-
-
 def listeners(pids: set[int]) -> dict[tuple[str, int], str]:
     """(address, port) -> command line, of every TCP listener one of ``pids`` holds."""
-    table, found = listening(), {}
-    for pid in pids:
-        try:
-            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:  # exited meanwhile, or a descriptor closed while listed
-            continue
-        for link in links:
-            if link.startswith("socket:[") and link[8:-1] in table:
-                found.setdefault(table[link[8:-1]], cmdline(pid))
-    return found
+    return {key: cmdline(pid) for key, pid in tcp_listeners(pids).items()}
 
 
 class Watch:
@@ -97,7 +53,7 @@ class Watch:
             self.stop.wait(0.2)
 
     def sample(self) -> None:
-        pids = tree(self.root)
+        pids = process_tree(self.root)
         self.commands |= {cmdline(p) for p in pids}
         for key, line in listeners(pids).items():
             self.seen.setdefault(key, line)
@@ -294,7 +250,7 @@ def test_flows_serve_listens_on_loopback_and_a_killed_one_leaves_no_server(
     with serving(port, env, tmp_path) as (first, watch):
         assert ("127.0.0.1", port) in watch.seen, watch.seen  # the server, seen listening
         assert_loopback_only(watch)
-        server = {p for p in tree(first.pid) if "prefect server start" in cmdline(p)}
+        server = {p for p in process_tree(first.pid) if "prefect server start" in cmdline(p)}
         assert server, watch.commands
         first.kill()  # SIGKILL: no cleanup of its own
         first.wait()
@@ -365,10 +321,10 @@ def test_a_train_killed_by_sigkill_leaves_only_rays_agents_for_a_while_and_the_n
             "--checkpoint-every", "1000000"]  # fmt: skip
     first = subprocess.Popen([PDELADDER, *args], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 400
-    while not any("RayTrainWorker" in cmdline(p) for p in tree(first.pid)):
+    while not any("RayTrainWorker" in cmdline(p) for p in process_tree(first.pid)):
         assert first.poll() is None and time.monotonic() < deadline, "no Ray Train worker started"
         time.sleep(0.5)
-    left = {p: cmdline(p) for p in tree(first.pid) - {first.pid}}
+    left = {p: cmdline(p) for p in process_tree(first.pid) - {first.pid}}
     first.kill()
     first.wait()
     ray_agents = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")

@@ -3,12 +3,13 @@ from /proc); a node that times out during start-up is started again (an injected
 
 import ipaddress
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
 from pdeladder import ray_runtime
+
+from .conftest import process_tree, tcp_listeners
 
 
 class FlakyStart:
@@ -63,58 +64,17 @@ def test_other_errors_are_not_retried(flaky):
     assert fake.calls == 1
 
 
-def descendants(pid: int) -> set[int]:
-    """``pid``'s processes below it, at any depth (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:  # exited meanwhile
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
-    while todo:
-        found.update(new := children.get(todo.pop(), []))
-        todo += new
-    return found
-
-
-def tcp_listeners(pids: set[int]) -> set[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
-    """(address, port) of every TCP socket in LISTEN state that one of ``pids`` holds."""
-    listening = {}  # socket inode -> (address, port)
-    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-        for line in Path("/proc/net", table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A":  # TCP_LISTEN
-                continue
-            address, port = fields[1].split(":")
-            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
-            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-            ip = ipaddress.ip_address(socket.inet_ntop(family, packed))
-            listening[fields[9]] = (getattr(ip, "ipv4_mapped", None) or ip, int(port, 16))
-    found = set()
-    for pid in pids:
-        try:
-            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:  # exited meanwhile, or a descriptor closed while listed
-            continue
-        found |= {
-            listening[x[8:-1]] for x in links if x.startswith("socket:[") and x[8:-1] in listening
-        }
-    return found
-
-
 def test_the_local_runtime_listens_on_loopback_only(ray_local: None) -> None:
     import ray
 
     worker = ray.get(ray.remote(lambda: os.getpid()).remote())  # a worker process listens too
     host, port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
-    runtime = descendants(os.getpid()) | {os.getpid()}  # the driver, this process, too
+    runtime = process_tree(os.getpid())  # the driver, this process, too
     assert host == "127.0.0.1" and worker in runtime
     listeners = tcp_listeners(runtime)
-    assert (ipaddress.ip_address(host), int(port)) in listeners  # the GCS, seen as listening
+    assert (host, int(port)) in listeners  # the GCS, seen as listening
     assert len(tcp_listeners({worker})) >= 1
-    assert {(str(ip), p) for ip, p in listeners if not ip.is_loopback} == set()
+    assert {k for k in listeners if not ipaddress.ip_address(k[0]).is_loopback} == set()
 
 
 def test_a_session_tells_its_start_and_when_ray_is_ready(flaky, monkeypatch) -> None:
