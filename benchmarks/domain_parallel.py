@@ -90,6 +90,7 @@ def rank_main(
     """One rank: ``steps`` training steps on its slab; writes its figures to ``out.rank``."""
     import torch.distributed as dist
 
+    from pdeladder.curriculum.settings import LearningRate
     from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
     from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.layers.fft import ModeSelection
@@ -113,7 +114,7 @@ def rank_main(
     model = LadderOperator(cfg)
     model.checkpointing = True
     model = parallelize(model, dims, domain, torch.device("cpu"))
-    opt = adamw(model.parameters(), 1e-3)
+    opt = adamw(model.parameters(), LearningRate().initial)
     slab = domain.slab(grid) if domain else None
     local = slab.local_shape if slab else grid
     x = torch.randn(1, cfg.in_channels, *local)

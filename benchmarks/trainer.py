@@ -22,12 +22,13 @@ import time
 
 import torch
 
+from pdeladder.curriculum.settings import LearningRate
 from pdeladder.trainer.layers.spectral import ModeSelection
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 
 
 def step_time(model, make_inputs, target, steps: int, make_opt=None) -> float:
-    opt = (make_opt or (lambda p: torch.optim.AdamW(p, 1e-3)))(model.parameters())
+    opt = (make_opt or (lambda p: torch.optim.AdamW(p, LearningRate().initial)))(model.parameters())
     for i in range(steps + 2):
         if i == 2:
             t0 = time.perf_counter()
@@ -101,7 +102,7 @@ def rank_step(rank: int, world_size: int, init: str, shard: str, steps: int, out
         torch.zeros(b, dtype=torch.long),
         torch.randn(b, QUICKSTART.out_channels, t, *space),
     )
-    make_opt = lambda p: adamw(p, 1e-3)  # noqa: E731
+    make_opt = lambda p: adamw(p, LearningRate().initial)  # noqa: E731
     step_time(model, lambda: (x, fam), target, 2, make_opt)  # warm-up
     cpu = time.process_time()
     wall = step_time(model, lambda: (x, fam), target, steps, make_opt)

@@ -15,7 +15,6 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 import numpy as np
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     StrictInt,
     ValidationInfo,
@@ -24,11 +23,11 @@ from pydantic import (
     model_validator,
 )
 
+from pdeladder.curriculum.settings import FROZEN
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import FAMILIES, get_family
 
-FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: The most samples of one group: beyond any campaign, and a bound on what a plan allocates
 #: (a typo of 1e12 samples asked for 931 GiB before failing).
 MAX_SAMPLES = 10_000_000

@@ -33,7 +33,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from pdeladder.curriculum.families import FROZEN, Range
+from pdeladder.curriculum.families import Range
+from pdeladder.curriculum.settings import FROZEN
 from pdeladder.errors import UserInputError
 
 

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from pdeladder.curriculum.spec import LearningRate
+from pdeladder.curriculum.settings import LearningRate
 from pdeladder.trainer.training.schedule import learning_rate
 
 
 def test_cosine_with_warmup_shape() -> None:
-    spec = {"initial": 3e-3, "final": 1e-4, "schedule": "cosine", "warmup_steps": 20}
+    spec = LearningRate(initial=3e-3, final=1e-4, schedule="cosine", warmup_steps=20)
     rates = [learning_rate(s, 400, spec) for s in range(400)]
     # linear ramp to the initial rate over the warm-up, then a monotone cosine to the final rate
     assert rates[:20] == pytest.approx([3e-3 * (s + 1) / 20 for s in range(20)])
@@ -25,14 +25,14 @@ def test_cosine_with_warmup_shape() -> None:
 
 
 def test_warmup_takes_at_most_a_tenth_of_the_stage() -> None:
-    spec = {"initial": 1e-2, "schedule": "constant", "warmup_steps": 500}
+    spec = LearningRate(initial=1e-2, schedule="constant", warmup_steps=500)
     assert learning_rate(0, 100, spec) == pytest.approx(1e-3)  # ramp over 10 steps, not 500
     assert learning_rate(9, 100, spec) == pytest.approx(1e-2)
     assert learning_rate(0, 8, spec) == pytest.approx(1e-2)  # too short for a warm-up
 
 
 def test_step_schedule() -> None:
-    spec = {"initial": 1.0, "schedule": "step", "gamma": 0.5, "step_size": 10}
+    spec = LearningRate(initial=1.0, schedule="step", gamma=0.5, step_size=10, warmup_steps=0)
     assert [learning_rate(s, 100, spec) for s in (0, 9, 10, 25)] == [1.0, 1.0, 0.5, 0.25]
 
 
@@ -40,5 +40,5 @@ def test_default_recipe() -> None:
     """The measured defaults: 3e-3 with a 20-step warm-up, cosine decay."""
     lr = LearningRate()
     assert (lr.initial, lr.warmup_steps, lr.schedule) == (3e-3, 20, "cosine")
-    rates = [learning_rate(s, 300, lr.model_dump()) for s in range(300)]
+    rates = [learning_rate(s, 300, lr) for s in range(300)]
     assert max(rates) == pytest.approx(3e-3) and rates[0] < 3e-3 / 10

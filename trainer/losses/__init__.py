@@ -3,10 +3,10 @@ and their weighting."""
 
 from pdeladder.trainer.losses.data import relative_errors, relative_loss, trapezoid_weights
 from pdeladder.trainer.losses.equation import equation_loss, family_views, relative_residual
-from pdeladder.trainer.losses.weighting import LossWeights
+from pdeladder.trainer.losses.weighting import combine
 
 __all__ = [
-    "LossWeights",
+    "combine",
     "equation_loss",
     "family_views",
     "relative_errors",

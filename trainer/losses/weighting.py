@@ -1,20 +1,18 @@
-"""Weighting of the loss terms: ``L = w_data · L_data + w_eq · L_eq``."""
-
-from dataclasses import dataclass
+"""Weighting of the loss terms: ``L = data · L_data + residual · L_eq``, the weights the
+curriculum's ``training.loss`` (:class:`~pdeladder.curriculum.settings.LossWeights`)."""
 
 import torch
 
+from pdeladder.curriculum.settings import LossWeights
 
-@dataclass(frozen=True)
-class LossWeights:
-    """Weights of the data term (relative L2, plus H1 when ``h1``) and the equation term."""
 
-    data: float = 1.0
-    equation: float = 0.0
-    h1: bool = False
-
-    def combine(self, data: torch.Tensor, equation: torch.Tensor | None) -> torch.Tensor:
-        total = self.data * data
-        if equation is not None and self.equation > 0:
-            total = total + self.equation * equation
-        return total
+def combine(
+    weights: LossWeights, data: torch.Tensor, equation: torch.Tensor | None
+) -> torch.Tensor:
+    """The weighted loss: ``weights.data`` times the data loss (relative L2, or H1 with
+    ``weights.h1``) plus ``weights.residual`` times the equation loss (the PDE residual), where
+    that weight is positive and the term was computed."""
+    total = weights.data * data
+    if equation is not None and weights.residual > 0:
+        total = total + weights.residual * equation
+    return total

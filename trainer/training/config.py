@@ -1,13 +1,14 @@
 """One stage's training configuration: what the driver sends to every Ray Train worker (pickled,
 as ``train_loop_config["stage"]``), built by :func:`pdeladder.trainer.training.run.stage_config`
-and read by :func:`pdeladder.trainer.training.loop.train_loop_per_worker`."""
+and read by :func:`pdeladder.trainer.training.loop.train_loop_per_worker`. The curriculum's
+typed settings (learning rate, loss weights, self-improvement) travel as they are, so their
+defaults and names are the curriculum's (:mod:`pdeladder.curriculum.settings`)."""
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from pdeladder.curriculum.settings import LearningRate, LossWeights, SelfImprovement
 from pdeladder.dataset.slots import SlotLayout
-from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import read_model_json
 from pdeladder.trainer.models.operator import OperatorConfig
 from pdeladder.trainer.training.unsolved import UnsolvedSpec
@@ -25,23 +26,6 @@ def warm_started(model: OperatorConfig, warm_start: Path | None) -> OperatorConf
 
 
 @dataclass(frozen=True)
-class ResidualPhase:
-    """The self-improvement phase after a stage's supervised steps (the curriculum's
-    ``training.self_improvement``, in the curriculum module's terms, which the workers do not
-    import): ``steps`` steps on ``samples`` unsolved draws per stage group, each minimising
-    ``residual_weight`` x residual + ``data_anchor_weight`` x the data loss of a solver batch
-    + ``target_weight`` x the data loss against each draw's target, where ``refine_steps`` > 0:
-    its residual's minimiser (:class:`~pdeladder.trainer.training.loop.UnsolvedPool`)."""
-
-    steps: int
-    samples: int
-    residual_weight: float
-    data_anchor_weight: float
-    refine_steps: int = 0
-    target_weight: float = 1.0
-
-
-@dataclass(frozen=True)
 class StageConfig:
     """Attributes:
     stage: the stage's name.
@@ -52,12 +36,14 @@ class StageConfig:
     paths: groups trained on: the stage's, then those of the stages it replays.
     steps: supervised steps.
     batch_size: samples per data-parallel rank and step.
-    learning_rate: the curriculum's ``training.learning_rate`` block
+    learning_rate: the stage's ``training.learning_rate``
         (:func:`~pdeladder.trainer.training.schedule.learning_rate`).
-    weights: the supervised loss's weights.
+    loss: the stage's ``training.loss``: the supervised loss's weights
+        (:func:`~pdeladder.trainer.losses.weighting.combine`).
     augment: move the solved training samples by the box's symmetries
         (:mod:`~pdeladder.trainer.training.augment`).
-    self_improvement: the residual phase after the supervised steps, or None.
+    self_improvement: the stage's ``training.self_improvement``, the residual phase after the
+        supervised steps (:func:`~pdeladder.trainer.training.loop.step_losses`), or None.
     unsolved: the stage's own groups, from which the residual phase draws.
     seed: the curriculum's seed (weights, batch order, unsolved draws).
     held_out: fraction of each group's samples held out of training, scored on.
@@ -78,10 +64,10 @@ class StageConfig:
     paths: tuple[str, ...]
     steps: int
     batch_size: int
-    learning_rate: dict[str, Any]
-    weights: LossWeights
+    learning_rate: LearningRate
+    loss: LossWeights
     augment: bool
-    self_improvement: ResidualPhase | None
+    self_improvement: SelfImprovement | None
     unsolved: tuple[UnsolvedSpec, ...]
     seed: int
     held_out: float

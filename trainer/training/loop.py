@@ -32,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from pdeladder.curriculum.settings import LossWeights, SelfImprovement
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
@@ -40,12 +41,12 @@ from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
 from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
-from pdeladder.trainer.losses.weighting import LossWeights
+from pdeladder.trainer.losses.weighting import combine
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.refine import refine_batch
 from pdeladder.trainer.training.augment import Augmentation
-from pdeladder.trainer.training.config import ResidualPhase, StageConfig
+from pdeladder.trainer.training.config import StageConfig
 from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
 from pdeladder.trainer.training.session import RayTrainSession, TrainSession
@@ -129,16 +130,16 @@ class UnsolvedPool:
 
     def __init__(self, cfg: StageConfig, processor: DataProcessor):
         taken = solver_seeds(cfg.store_url, list(cfg.paths))
-        si = cfg.self_improvement
+        self_improvement = cfg.self_improvement
         self.pools = [
             [
                 draw_unsolved(cfg.layout, spec, 1, seed=[cfg.seed, k, i], taken=taken)
-                for i in range(si.samples)
+                for i in range(self_improvement.samples)
             ]
             for k, spec in enumerate(cfg.unsolved)
         ]
-        if si.refine_steps:
-            self.pools = [targeted(processor, pool, si.refine_steps) for pool in self.pools]
+        if refine := self_improvement.refine_steps:
+            self.pools = [targeted(processor, pool, refine) for pool in self.pools]
         self.batch_size, self.seed = cfg.batch_size, cfg.seed
 
     def batch(self, step: int, rank: int) -> dict[str, Any]:
@@ -204,12 +205,13 @@ def step_losses(
     unsolved: dict[str, Any] | None,
     layout: SlotLayout,
     weights: LossWeights,
-    si: ResidualPhase | None,
+    self_improvement: SelfImprovement | None,
     domain: DomainGroup | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor], torch.Tensor]:
     """One step's ``(loss, data loss, equation loss, residual per family, inputs)``: supervised
-    (the data loss plus, when weighted, the residual of the prediction) or, given an
-    ``unsolved`` batch, self-improvement (the residual on it plus the data anchor)."""
+    (the data loss plus, when ``weights.residual`` > 0, the residual of the prediction; the
+    stage's ``training.loss``) or, given an ``unsolved`` batch, self-improvement (the residual on
+    it plus the data anchor, weighted by the stage's ``training.self_improvement``)."""
     slab = slab_of(batch, domain)
     x, family = processor.inputs(batch)
     pred = model(x, family, slab).float()
@@ -219,12 +221,12 @@ def step_losses(
     )
     if unsolved is None:
         eq_loss, per_family = None, {}
-        if weights.equation > 0:
+        if weights.residual > 0:
             physical = processor.physical(pred, family)
             eq_loss, per_family = equation_loss(
                 physical, processor.fields(batch), batch, layout, **on
             )
-        return weights.combine(data_loss, eq_loss), data_loss, eq_loss, per_family, x
+        return combine(weights, data_loss, eq_loss), data_loss, eq_loss, per_family, x
     uslab = slab_of(unsolved, domain)
     unsolved = local_part(unsolved, uslab)
     ux, ufam = processor.inputs(unsolved)
@@ -232,13 +234,15 @@ def step_losses(
     upred = processor.physical(unorm, ufam)
     given = processor.fields(unsolved)
     eq_loss, per_family = equation_loss(upred, given, unsolved, layout, slab=uslab, domain=domain)
-    loss = si.residual_weight * eq_loss + si.data_anchor_weight * data_loss
-    if si.refine_steps:  # the draws' targets (steady ones have none)
+    loss = (
+        self_improvement.residual_weight * eq_loss + self_improvement.data_anchor_weight * data_loss
+    )
+    if self_improvement.refine_steps:  # the draws' targets (steady ones have none)
         has = unsolved["target"][:, None] & unsolved["predicted"]
         target_loss = relative_loss(
             unorm, processor.normalised(unsolved), has, slab=uslab, domain=domain
         )
-        loss = loss + si.target_weight * target_loss
+        loss = loss + self_improvement.target_weight * target_loss
     return loss, data_loss, eq_loss, per_family, x
 
 
@@ -289,7 +293,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
     model = parallelize(operator, dims, domain, device)  # operator itself, or a wrapper of it
     local = sum(getattr(p, "to_local", lambda p=p: p)().numel() for p in model.parameters())
     sharded_fraction = local / sum(p.numel() for p in model.parameters())
-    optimizer = adamw(model.parameters(), cfg.learning_rate["initial"])
+    optimizer = adamw(model.parameters(), cfg.learning_rate.initial)
     processor = DataProcessor(layout, device)
     catalog = Catalog.build(
         cfg.store_url, groups=list(cfg.paths), layout=layout, held_out=cfg.held_out
@@ -304,7 +308,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
         normalise=device.type == "cpu",  # in the reader threads; a GPU normalises on itself
     )
     augment = Augmentation(processor, cfg.seed, dp_rank, domain)
-    si = cfg.self_improvement
+    self_improvement = cfg.self_improvement
     supervised, total = cfg.steps, cfg.total_steps
     per_epoch = len(data.plan(0))  # steps that visit every training sample once
 
@@ -316,7 +320,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
             scores = state.get("scores", {})
     pids = [None] * world_size
     dist.all_gather_object(pids, os.getpid())
-    pool = UnsolvedPool(cfg, processor) if si else None
+    pool = UnsolvedPool(cfg, processor) if self_improvement else None
     batches = data.batches(step)
 
     t_last, samples_since, steps_since = time.perf_counter(), 0, 0
@@ -324,7 +328,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
     clock.started()
     try:
         while step < total:
-            if step == supervised and si and "before" not in scores:
+            if step == supervised and self_improvement and "before" not in scores:
                 with clock("evaluation"):
                     scores["before"] = _held_out(model, processor, data, domain)
             lr = learning_rate(step, total, cfg.learning_rate)
@@ -339,7 +343,7 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
             with clock("compute"):
                 loss, data_loss, eq_loss, per_family, x = step_losses(
                     model, processor, batch, unsolved if step >= supervised else None,
-                    layout, cfg.weights, si, domain,
+                    layout, cfg.loss, self_improvement, domain,
                 )  # fmt: skip
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -41,10 +41,9 @@ from pdeladder.trainer.distributed.choose import (
     shard_for,
 )
 from pdeladder.trainer.layers.spectral import modes_for
-from pdeladder.trainer.losses.weighting import LossWeights
 from pdeladder.trainer.models.checkpoint import WEIGHT_LAYOUT, read_model_json, save_model
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
-from pdeladder.trainer.training.config import ResidualPhase, StageConfig, warm_started
+from pdeladder.trainer.training.config import StageConfig, warm_started
 from pdeladder.trainer.training.metrics_log import MetricsLog
 from pdeladder.trainer.training.timing import record_timing, stage_timing
 from pdeladder.trainer.training.unsolved import UnsolvedSpec
@@ -171,12 +170,10 @@ def stage_config(
         paths=tuple(training_paths(spec, stage, store_url)),
         steps=tr.steps,
         batch_size=tr.batch_size,
-        learning_rate=tr.learning_rate.model_dump(),
-        weights=LossWeights(data=tr.loss.data, equation=tr.loss.residual, h1=tr.loss.h1),
+        learning_rate=tr.learning_rate,
+        loss=tr.loss,
         augment=tr.augment,
-        self_improvement=(
-            ResidualPhase(**tr.self_improvement.model_dump()) if tr.self_improvement else None
-        ),
+        self_improvement=tr.self_improvement,
         unsolved=tuple(
             UnsolvedSpec(
                 e.family, g, {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()}
