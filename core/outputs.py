@@ -31,8 +31,12 @@ def _located(url: str | os.PathLike) -> tuple[fsspec.AbstractFileSystem, str, tu
     return fs, path, protocol, PurePosixPath(real)
 
 
-def check_apart(out: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> None:
-    """Refuse an ``out`` that is, contains or lies inside one of ``inputs``."""
+def check_apart(
+    out: str | os.PathLike, inputs: Iterable[str | os.PathLike], *, around: bool = True
+) -> None:
+    """Refuse an ``out`` that is, contains or lies inside one of ``inputs``; with ``around``
+    False, one that contains an input is let be (a command that only adds files of its own
+    names there and never removes its ``out``, as ``train``'s run folder)."""
     _, _, protocol, where = _located(out)
     for url in inputs:
         _, _, other, source = _located(url)
@@ -40,7 +44,7 @@ def check_apart(out: str | os.PathLike, inputs: Iterable[str | os.PathLike]) -> 
             continue
         if where == source:
             how = "is the input"
-        elif source.is_relative_to(where):
+        elif around and source.is_relative_to(where):
             how = "contains the input"
         elif where.is_relative_to(source):
             how = "lies inside the input"

@@ -8,7 +8,7 @@ import pytest
 
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.outputs import MARKER, check_output, make_output, output_of
+from pdeladder.outputs import MARKER, check_apart, check_output, make_output, output_of
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -90,3 +90,13 @@ def test_resume_keeps_a_previous_output_of_the_same_command_untouched(root):
     assert files(out) == sorted([MARKER, "part"])
     with pytest.raises(UserInputError, match="output of `pdeladder cmd`"):
         make_output(out, "other", [], resume=True)
+
+
+def test_an_out_that_only_adds_files_may_hold_an_input(root) -> None:
+    """``around=False`` (train's run folder): an out holding an input is let be; one that is
+    the input or lies inside it is refused all the same."""
+    source = f"{root}/in.zarr"
+    check_apart(root, [source], around=False)
+    for out, how in ((source, "is the input"), (f"{source}/run", "lies inside the input")):
+        with pytest.raises(UserInputError, match=how):
+            check_apart(out, [source], around=False)

@@ -117,6 +117,7 @@ def train(
     """Train the neural operator along a curriculum's stages on Ray Train (a stage of one
     worker: in this process)."""
     from pdeladder.curriculum.loader import load_curriculum
+    from pdeladder.outputs import check_apart, check_writable
     from pdeladder.trainer.evaluate import evaluate_checkpoint
     from pdeladder.trainer.models.checkpoint import read_model_json
     from pdeladder.trainer.report import family_table
@@ -124,6 +125,9 @@ def train(
     from pdeladder.trainer.training.timing import read_timing, timing_table
 
     spec = load_curriculum(file)
+    if url := store or spec.store:  # a run's files never go into the store or over the file
+        check_apart(run_dir, [url, file], around=False)
+    check_writable(run_dir)
     result = train_curriculum(
         spec,
         stages=stage or None,

@@ -160,6 +160,29 @@ def test_train_refuses_in_one_line_before_ray(refused, root: Path, args, says: s
     assert says in line
 
 
+RUN_DIRS = [
+    pytest.param("known.zarr", "is the input known.zarr", id="the-store"),
+    pytest.param("known.zarr/run", "lies inside the input known.zarr", id="inside-the-store"),
+    pytest.param("tiny.yaml", "is the input tiny.yaml", id="the-curriculum"),
+    pytest.param("afile/run", "lies under the file", id="under-a-file"),
+]
+
+
+@pytest.mark.parametrize(("run_dir", "says"), RUN_DIRS)
+def test_train_never_writes_into_its_store_or_over_its_curriculum(
+    refused, root: Path, run_dir: str, says: str
+) -> None:
+    """A --run-dir that is or lies inside the store, or is the curriculum file, is one line
+    before Ray starts, and the store and file are left as they were (a run folder that holds
+    the store is let be: train only adds its own files there)."""
+    before = sorted(p.name for p in (root / "known.zarr").iterdir())
+    text = (root / "tiny.yaml").read_text()
+    line = refused("train", "tiny.yaml", "--store", "known.zarr", "--run-dir", run_dir, cwd=root)
+    assert says in line
+    assert sorted(p.name for p in (root / "known.zarr").iterdir()) == before
+    assert (root / "tiny.yaml").read_text() == text
+
+
 SCALE = [
     pytest.param(("10,4,9,8,8", "--domain-ranks", "0"), id="domain-ranks-0"),
     pytest.param(("10,4,9,8,8", "--ranks", "0"), id="ranks-0"),
