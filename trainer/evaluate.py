@@ -183,8 +183,9 @@ def evaluate_checkpoint(
     then holds the evaluated samples' fields, never the model's activations on them.
 
     ``symmetrize``: score the model's mean over the box's symmetries
-    (:func:`~pdeladder.trainer.inference.predict`; default:
-    :func:`~pdeladder.trainer.inference.symmetrized`).
+    (:func:`~pdeladder.trainer.inference.predict`; default, None:
+    :func:`~pdeladder.trainer.inference.symmetrized`, by the group's dimension); the report
+    holds what was asked (``symmetrize``), each group's report whether it was (``symmetrized``).
 
     ``refine``: score the predictions improved by that many iterations against each family's
     residual (:mod:`pdeladder.trainer.refine`); each group's report then also holds the
@@ -211,7 +212,6 @@ def evaluate_checkpoint(
     model, meta = load_model(checkpoint)
     held_out = meta.get("held_out", HELD_OUT) if held_out is None else held_out
     model.eval()
-    symmetrize = symmetrized(meta, symmetrize)
     layout = SlotLayout.from_json(meta["layout"])
     processor = DataProcessor(layout)
     store = open_store(store_url)
@@ -244,7 +244,7 @@ def evaluate_checkpoint(
     recorded = {
         path: report
         for path, c in chosen.items()
-        if (report := ledger.report(path, c.evaluated) if ledger else None) is not None
+        if (report := ledger.report(path, c.group, c.evaluated) if ledger else None) is not None
     }
     total = sum(len(c.evaluated) for c in chosen.values())
     advance = progress(total) if progress else lambda path, samples: None
@@ -258,7 +258,9 @@ def evaluate_checkpoint(
             else:
                 pred_url = str(Path(stack.enter_context(tempfile.TemporaryDirectory()), "p.zarr"))
             samples = {p: chosen[p].evaluated.tolist() for p in pending}
-            resumed = ledger is not None and ledger.resumed  # else another job's are replaced
+            # kept unless of another job, or a recorded group's samples changed since
+            stale = ledger is not None and any(p in ledger.state["groups"] for p in pending)
+            resumed = ledger is not None and ledger.resumed and not stale
             for path in pending if resumed else []:  # predicted before a kill: kept
                 advance(path, predicted(pred_url, path, samples[path]))
             job = dict(
@@ -289,7 +291,8 @@ def evaluate_checkpoint(
                     plain = stored_prediction(processor, plain_url, path, test)
                     refinement = {"steps": refine, "seconds_per_sample": per_sample}
             else:
-                pred = predict(model, processor, batch, symmetrize=symmetrize)
+                sym = symmetrized(meta, symmetrize, g.grid.dim)
+                pred = predict(model, processor, batch, symmetrize=sym)
                 if refine:
                     plain, (pred, refinement) = pred, refined(pred, truth, batch, layout, refine)
             steady = g.grid.snapshots == 1
@@ -306,10 +309,11 @@ def evaluate_checkpoint(
                 report["refinement"] = refinement
             other = "other_resolution" if (g.family, g.grid.dim) in trained_dims else "unseen"
             report["kind"] = "held_out" if seen else other
+            report["symmetrized"] = symmetrized(meta, symmetrize, g.grid.dim)
             groups[path] = report
             if ledger is not None:  # its figure, then its report: recorded once both landed
                 plot_group(path, pred, truth, batch, layout, figure_file(Path(out_dir), path))
-                ledger.record(path, test, report)
+                ledger.record(path, g, test, report)
             if domain_ranks == 1:
                 advance(path, len(test))
     groups = {path: groups[path] for path in chosen}  # the store's order, resumed or not
@@ -317,7 +321,7 @@ def evaluate_checkpoint(
         "checkpoint": str(checkpoint),
         "store": store_url,
         "metrics": metrics,
-        "symmetrized": symmetrize,
+        "symmetrize": symmetrize,
         "refine_steps": refine,
         "families": family_scores(groups, {p: c.group.family for p, c in chosen.items()}),
         "groups": groups,
@@ -377,17 +381,29 @@ class Ledger:
             ledger.save()
         return ledger
 
-    def report(self, path: str, samples: np.ndarray) -> dict[str, Any] | None:
-        """The recorded report of group ``path`` if it scored exactly ``samples``."""
+    def report(self, path: str, group: Group, samples: np.ndarray) -> dict[str, Any] | None:
+        """The recorded report of group ``path`` if it scored exactly ``samples`` of ``group``
+        as they are now (their checksums: a store regenerated or changed since is scored
+        again)."""
         entry = self.state["groups"].get(path)
         if entry is None or entry["samples"] != [int(i) for i in samples]:
             return None
-        return entry["report"]
+        now = self.scored(group, samples)["checksums"]
+        return entry["report"] if entry.get("checksums") == now else None
 
-    def record(self, path: str, samples: np.ndarray, report: dict[str, Any]) -> None:
-        """Record group ``path``'s ``report`` of ``samples``."""
-        self.state["groups"][path] = {"samples": [int(i) for i in samples], "report": report}
+    def record(self, path: str, group: Group, samples: np.ndarray, report: dict[str, Any]) -> None:
+        """Record group ``path``'s ``report`` of ``samples`` of ``group``."""
+        self.state["groups"][path] = {**self.scored(group, samples), "report": report}
         self.save()
+
+    @staticmethod
+    def scored(group: Group, samples: np.ndarray) -> dict[str, list[int]]:
+        """``samples`` (ok ones, as evaluation chooses) and their checksums; only their
+        records are read."""
+        only = np.zeros(group.n_samples, np.uint8)
+        only[samples] = OK
+        sums = group.checksums(only)[samples]
+        return {"samples": [int(i) for i in samples], "checksums": [int(c) for c in sums]}
 
     def save(self) -> None:
         part = self.file.with_name(self.file.name + ".part")

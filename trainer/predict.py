@@ -289,7 +289,6 @@ def predict_store(
         )
     model, meta = load_model(checkpoint, map_location=device)  # a bad device fails here
     layout = SlotLayout.from_json(meta["layout"])
-    symmetrize = symmetrized(meta, symmetrize)
     store = open_store(store_url)
     known = model_groups(store, layout, model.config.modes)
     if groups:
@@ -328,14 +327,14 @@ def predict_store(
         "checkpoint_step": meta.get("step"),
         "source_store": store_url,
         "domain_ranks": domain_ranks,
-        "symmetrized": symmetrize,
         "refine_steps": refine,
     }
     targets, pending = {}, {}
     for path in paths:
         source = store.group(path)
+        sym = symmetrized(meta, symmetrize, source.grid.dim)
         targets[path] = target_group(
-            out, source, {**provenance, "source_group": path}, domain_ranks
+            out, source, {**provenance, "source_group": path, "symmetrized": sym}, domain_ranks
         )
         status = chosen(source.status(), (samples or {}).get(path))
         done = targets[path].status()  # a resumed prediction's samples are kept
@@ -353,6 +352,7 @@ def predict_store(
         "batch_size": batch_size,
         "device": device,
         "provenance": provenance,
+        "symmetrize": symmetrize,
         "samples": samples or {},
     }
     bars = {
@@ -398,7 +398,8 @@ def predict_groups(
     store, out = open_store(job["store"]), open_store(job["out"], "a")
     for path in job["paths"]:
         source, target = store.group(path), out.group(path)
-        provenance = {**job["provenance"], "source_group": path}
+        sym = symmetrized(meta, job["symmetrize"], source.grid.dim)
+        provenance = {**job["provenance"], "source_group": path, "symmetrized": sym}
         status = source.status()
         records = {name: source.column(name) for name in ("params", "seed", "provenance")}
         records["checksum"] = source.checksums(status)
@@ -413,7 +414,7 @@ def predict_groups(
             part = ok[start : start + job["batch_size"]]
             predict_into(
                 model, processor, source, target, part, records, provenance, slab,
-                symmetrize=job["provenance"]["symmetrized"], domain=domain,
+                symmetrize=sym, domain=domain,
                 refine=job["provenance"]["refine_steps"],
             )  # fmt: skip
             if advance is not None:

@@ -79,7 +79,7 @@ def rollout(
     batch = processor.to_device(make_batch(layout, family, grid, fields, values, solved=False))
     model.eval()
     with torch.no_grad():
-        pred = predict(model, processor, batch, symmetrize=symmetrized(meta, symmetrize))
+        pred = predict(model, processor, batch, symmetrize=symmetrized(meta, symmetrize, grid.dim))
         if steps:
             pred, _ = refine_batch(pred, processor.fields(batch), batch, layout, steps)
     slots = layout.slot_indices(fam, dim)

@@ -21,7 +21,7 @@ from pdeladder.dataset.store import open_store
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.evaluate import evaluate_checkpoint
-from pdeladder.trainer.inference import predict
+from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.processor import DataProcessor
@@ -129,7 +129,8 @@ def test_evaluate_and_predict_symmetrize_a_model_trained_on_augmented_batches(
     doc["metadata"]["augmented"] = True
     (ckpt / "model.json").write_text(json.dumps(doc))
     sym = evaluate_checkpoint(ckpt, known_store.url)
-    assert not plain["symmetrized"] and sym["symmetrized"]
+    assert not any(r["symmetrized"] for r in plain["groups"].values())
+    assert all(r["symmetrized"] for r in sym["groups"].values())  # 1D and 2D by default
     darcy = known_store.paths[1]  # its permeability is not symmetric: the x flip is another input
     assert sym["groups"][darcy]["nrmse"] != pytest.approx(plain["groups"][darcy]["nrmse"])
     off = evaluate_checkpoint(ckpt, known_store.url, symmetrize=False)
@@ -139,3 +140,13 @@ def test_evaluate_and_predict_symmetrize_a_model_trained_on_augmented_batches(
         predict_store(ckpt, known_store.url, out, [darcy], symmetrize=asked)
         provenance = json.loads(open_store(out).group(darcy).column("provenance")[0])
         assert provenance["symmetrized"] is expected
+
+
+def test_symmetrized_by_default_in_1d_and_2d_only():
+    """An augmented model is symmetrized by default where it costs 2 or 8 passes, not 3D's 48;
+    what is asked is done; a model trained without augmentation is not symmetrized unasked."""
+    augmented, plain = {"augmented": True}, {}
+    assert [symmetrized(augmented, None, d) for d in (1, 2, 3)] == [True, True, False]
+    assert not any(symmetrized(plain, None, d) for d in (1, 2, 3))
+    assert all(symmetrized(m, True, d) for m in (augmented, plain) for d in (1, 2, 3))
+    assert not any(symmetrized(augmented, False, d) for d in (1, 2, 3))

@@ -164,7 +164,8 @@ def test_two_domain_ranks_score_what_one_process_scores(
     ckpt = operator_checkpoint(tmp_path / "model", url, paths)
     one = evaluate_checkpoint(ckpt, url, symmetrize=symmetrize)
     two = evaluate_checkpoint(ckpt, url, tmp_path / "eval", domain_ranks=2, symmetrize=symmetrize)
-    assert one["symmetrized"] is two["symmetrized"] is symmetrize
+    assert one["symmetrize"] is two["symmetrize"] is symmetrize
+    assert all(r["symmetrized"] is symmetrize for r in two["groups"].values())
     assert two["groups"].keys() == one["groups"].keys()
     for path, r in one["groups"].items():
         got = two["groups"][path]
