@@ -28,8 +28,8 @@ Symmetrize = Annotated[
     typer.Option(
         "--symmetrize/--no-symmetrize",
         help="Average the model over the box's reflections and axis permutations (2, 8, 48 "
-        "passes in 1D, 2D, 3D; on x slabs too). Default: where the model was trained on "
-        "symmetry-augmented batches.",
+        "passes in 1D, 2D, 3D; on x slabs too). Default: in 1D and 2D, where the model was "
+        "trained on symmetry-augmented batches.",
         show_default=False,
     ),
 ]
