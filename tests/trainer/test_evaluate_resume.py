@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from pdeladder.dataset.store import open_store
-from pdeladder.trainer.evaluate import LEDGER
+from pdeladder.solvers.family import Sample, SolveStats
+from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.evaluate import LEDGER, evaluate_checkpoint
 
 EXE = Path(sys.executable).with_name("pdeladder")
 
@@ -107,3 +109,27 @@ def test_another_models_evaluation_is_replaced_and_a_foreign_folder_refused(
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "not a pdeladder output" in lines[0]
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
+
+
+def test_a_group_whose_samples_changed_since_is_scored_again(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    """The record keeps each group's scored samples' checksums: a store regenerated at the same
+    place with other fields is scored again, as a fresh evaluation scores it, not reported from
+    the record."""
+    url, paths = known_store.url, known_store.paths
+    ckpt = operator_checkpoint(tmp_path / "model", url, paths)
+    before = evaluate_checkpoint(ckpt, url, tmp_path / "eval")
+    store = open_store(url, "a")
+    heat = store.group(paths[0])
+    for i in range(known_store.samples):  # the same samples, their fields doubled
+        fields = 2 * known_store.heat(i)
+        sample = Sample(
+            "heat", fields, heat.grid, get_family("heat").Params(), 100 + i, SolveStats()
+        )
+        heat.write(i, sample)
+    again = evaluate_checkpoint(ckpt, url, tmp_path / "eval")
+    fresh = evaluate_checkpoint(ckpt, url, tmp_path / "fresh")
+    assert again["groups"] == fresh["groups"]
+    assert again["groups"][paths[0]]["nrmse"] != before["groups"][paths[0]]["nrmse"]
+    assert again["groups"][paths[1]] == before["groups"][paths[1]]  # unchanged: kept
