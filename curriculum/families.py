@@ -24,13 +24,10 @@ from pydantic import (
 )
 
 from pdeladder.curriculum.settings import FROZEN
+from pdeladder.dataset.format import MAX_SAMPLES  # the store's bound: a plan's too
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import FAMILIES, get_family
-
-#: The most samples of one group: beyond any campaign, and a bound on what a plan allocates
-#: (a typo of 1e12 samples asked for 931 GiB before failing).
-MAX_SAMPLES = 10_000_000
 
 
 class Range(BaseModel):
