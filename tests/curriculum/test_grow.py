@@ -8,7 +8,6 @@ Real solves of tiny 1D heat groups (9 points, 5 snapshots) on the session's loca
 """
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
 from pdeladder.curriculum import materialize, parse_curriculum, plan_stage
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.store import open_store
-from pdeladder.errors import StoreError, UserInputError
+from pdeladder.errors import UserInputError
+
+from .killed import half_way
 
 #: The installed console script, as a user runs it.
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
@@ -174,61 +174,14 @@ def test_growing_a_latin_hypercube_is_refused(ray_local: None, tmp_path: Path) -
 
 HALF = 14
 
-#: The command line's entry point, with solver actors that hang from sample HALF on (the
-#: class is defined in ``__main__``, so Ray ships it to the actors by value), as in
-#: test_resume.py.
-DRIVER = f"""\
-import sys, time
-
-import ray
-
-from pdeladder.cli import main
-from pdeladder.curriculum import generation, worker
-
-
-class HangsFromHalf(worker.Solver):
-    def solve(self, path, spec):
-        if spec.index >= {HALF}:
-            time.sleep(3600)  # until the test kills the driver, and with it this actor
-        return super().solve(path, spec)
-
-
-generation.solver_actor = lambda: ray.remote(num_cpus=1)(HangsFromHalf)
-sys.argv[0] = "pdeladder"
-main()
-"""
-
-
-def ok_count(url: str) -> int:
-    try:
-        return int((open_store(url).group(GROUP).status() == OK).sum())
-    except StoreError:
-        return 0
-
 
 def test_a_growth_killed_half_way_resumes_bit_identical(grown: dict, tmp_path: Path) -> None:
     url = str(tmp_path / "killed.zarr")
     assert materialize(parse_curriculum(spec(12)), store_url=url, workers=2).ok == 12
     before = sample_files(url, 12)
     file = write(tmp_path, "c16.yaml", spec(16))
-    address = ray.get_runtime_context().gcs_address  # the driver joins the session's cluster
-    args = ["materialize", str(file), "--store", url, "--workers", "2", "--address", address]
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, "curriculum", *args, "--json"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while ok_count(url) < HALF:
-            assert driver.poll() is None, driver.stderr.read().decode()
-            assert time.monotonic() < deadline, f"the driver solved {ok_count(url)} in 300 s"
-            time.sleep(0.05)
-        os.kill(driver.pid, signal.SIGKILL)
-    finally:
-        driver.kill()
-        driver.wait()
-        driver.stderr.close()
+    with half_way(file, url, GROUP, HALF, timeout=300):
+        pass
     status = open_store(url).group(GROUP).status()
     assert len(status) == 16 and np.flatnonzero(status == OK).tolist() == list(range(HALF))
 

@@ -7,21 +7,17 @@ solver whose samples from index ``HALF`` on never return, so samples ``0 .. HALF
 ahead of those in its actor's queue) are stored and no other.
 """
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
 from pdeladder.curriculum import materialize, parse_curriculum
 from pdeladder.dataset.format import OK
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import StoreError
+
+from .killed import half_way
 
 SPEC = """\
 name: resumable
@@ -41,61 +37,14 @@ stages:
 GROUP = "big/heat/2d_n65_t11"
 HALF = 20
 
-#: The command line's entry point, with solver actors that hang from sample HALF on (the
-#: class is defined in ``__main__``, so Ray ships it to the actors by value).
-DRIVER = f"""\
-import sys, time
-
-import ray
-
-from pdeladder.cli import main
-from pdeladder.curriculum import generation, worker
-
-
-class HangsFromHalf(worker.Solver):
-    def solve(self, path, spec):
-        if spec.index >= {HALF}:
-            time.sleep(3600)  # until the test kills the driver, and with it this actor
-        return super().solve(path, spec)
-
-
-generation.solver_actor = lambda: ray.remote(num_cpus=1)(HangsFromHalf)
-sys.argv[0] = "pdeladder"
-main()
-"""
-
-
-def ok_count(url: str) -> int:
-    try:  # open the group by path: listing a store while it is written races its temporary files
-        return int((open_store(url).group(GROUP).status() == OK).sum())
-    except StoreError:  # not created yet
-        return 0
-
 
 def test_sigkilled_driver_resumes_bit_identical(ray_local: None, tmp_path: Path) -> None:
     file = tmp_path / "c.yaml"
     file.write_text(SPEC)
     killed, reference = str(tmp_path / "killed.zarr"), str(tmp_path / "reference.zarr")
-    cmd = [sys.executable, "-c", DRIVER, "curriculum", "materialize", str(file)]
-    address = ray.get_runtime_context().gcs_address  # the driver joins the session's cluster
-    driver = subprocess.Popen(
-        [*cmd, "--store", killed, "--workers", "2", "--address", address, "--json"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 600
-        while ok_count(killed) < HALF:
-            assert driver.poll() is None, driver.stderr.read().decode()
-            assert time.monotonic() < deadline, f"the driver solved {ok_count(killed)} in 600 s"
-            time.sleep(0.05)
+    with half_way(file, killed, GROUP, HALF) as driver:
         with pytest.raises(StoreError, match=rf"being materialized by pid {driver.pid} "):
             materialize(parse_curriculum(SPEC), store_url=killed, workers=1)
-        os.kill(driver.pid, signal.SIGKILL)
-    finally:
-        driver.kill()
-        driver.wait()
-        driver.stderr.close()
     status = open_store(killed).group(GROUP).status()
     assert np.flatnonzero(status == OK).tolist() == list(range(HALF))
 
