@@ -4,6 +4,7 @@ writes; another model's evaluation there is replaced, a folder that is not an ev
 refused."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,8 +19,10 @@ from pdeladder.trainer.evaluate import LEDGER, evaluate_checkpoint
 
 EXE = Path(sys.executable).with_name("pdeladder")
 
-# `pdeladder evaluate` that SIGKILLs itself as it is about to draw its second group's figure:
-# the first group scored and recorded, the second scored but neither drawn nor recorded.
+# `pdeladder evaluate` that SIGKILLs itself part way: with DIE_AT=plot as it is about to draw its
+# second group's figure (the first group scored and recorded, the second scored but neither drawn
+# nor recorded); with DIE_AT=predict once the domain ranks have predicted the first group (no
+# group scored yet).
 _DIES = textwrap.dedent(
     """
     from mpi4py import MPI  # noqa: F401
@@ -28,7 +31,7 @@ _DIES = textwrap.dedent(
     from pdeladder.cli import main
     from pdeladder.trainer import evaluate
 
-    plot, calls = evaluate.plot_group, []
+    plot, predict_store, calls = evaluate.plot_group, evaluate.predict_store, []
 
     def plot_then_die(*args, **kwargs):
         if len(calls) == 1:
@@ -36,18 +39,31 @@ _DIES = textwrap.dedent(
         calls.append(1)
         plot(*args, **kwargs)
 
-    evaluate.plot_group = plot_then_die
+    def predict_first_then_die(checkpoint, store, out, groups, **kwargs):
+        predict_store(checkpoint, store, out, groups[:1], **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if os.environ["DIE_AT"] == "plot":
+        evaluate.plot_group = plot_then_die
+    else:
+        evaluate.predict_store = predict_first_then_die
     sys.argv = ["pdeladder", *sys.argv[1:]]
     main()
     """
 )
 
 
-def evaluate(*args: str | Path, die: bool = False) -> subprocess.CompletedProcess:
-    """Run ``pdeladder evaluate ARGS`` in its own process (dying part way with ``die``)."""
+def evaluate(*args: str | Path, die: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``pdeladder evaluate ARGS`` in its own process (dying part way at ``die``: plot or
+    predict)."""
     command = [sys.executable, "-c", _DIES] if die else [str(EXE)]
+    env = {**os.environ, "DIE_AT": die or ""}
     return subprocess.run(
-        [*command, "evaluate", *map(str, args)], capture_output=True, text=True, timeout=600
+        [*command, "evaluate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
 
 
@@ -61,7 +77,7 @@ def test_an_evaluation_killed_part_way_resumes_to_the_undisturbed_report(
     ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
     out, clean = tmp_path / "eval", tmp_path / "clean"
     args = [ckpt, "--store", known_store.url, "--domain-ranks", domain_ranks, "--json", "--out"]
-    died = evaluate(*args, out, die=True)
+    died = evaluate(*args, out, die="plot")
     assert died.returncode == -9, died.stderr[-3000:]
     first, second = open_store(known_store.url).groups()  # the order they are scored in
     record = json.loads((out / LEDGER).read_text())
@@ -133,3 +149,33 @@ def test_a_group_whose_samples_changed_since_is_scored_again(
     assert again["groups"] == fresh["groups"]
     assert again["groups"][paths[0]]["nrmse"] != before["groups"][paths[0]]["nrmse"]
     assert again["groups"][paths[1]] == before["groups"][paths[1]]  # unchanged: kept
+
+
+def test_an_evaluation_killed_as_its_domain_ranks_predict_keeps_their_predictions(
+    known_store, operator_checkpoint, tmp_path: Path
+):
+    """Killed after its 2 domain ranks predicted the first group, before any group was
+    scored: the rerun predicts only the second group (the first's chunks not rewritten) and
+    reports what an undisturbed run reports."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out, clean = tmp_path / "eval", tmp_path / "clean"
+    args = [ckpt, "--store", known_store.url, "--domain-ranks", "2", "--json", "--out"]
+    died = evaluate(*args, out, die="predict")
+    assert died.returncode == -9, died.stderr[-3000:]
+    first, second = open_store(known_store.url).groups()
+    assert json.loads((out / LEDGER).read_text())["groups"] == {}
+    predictions = open_store(str(out / "predictions.zarr"))
+    assert predictions.groups() == [first]
+    chunks = list(Path(out, "predictions.zarr", first, "fields").glob("c.*"))
+    kept = {f: f.stat().st_mtime_ns for f in chunks}
+    assert kept
+
+    rerun = evaluate(*args, out)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert {f: f.stat().st_mtime_ns for f in kept} == kept  # not predicted again
+    undisturbed = evaluate(*args, clean)
+    assert undisturbed.returncode == 0, undisturbed.stderr[-3000:]
+    assert rerun.stdout == undisturbed.stdout
+    for name in ("report.json", "report.md", LEDGER):
+        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
+    assert open_store(str(out / "predictions.zarr")).groups() == [first, second]
