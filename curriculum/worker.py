@@ -30,11 +30,12 @@ def create_group(store: Store, plan: GroupPlan, curriculum: str) -> WritableGrou
     any worker writes, so workers only open existing groups. A group of K-rank samples
     (``plan.ranks`` > 1) gets x chunks for K slabs and ``ranks_per_sample`` in its attributes,
     so that a rerun with another K is refused rather than mixing samples of two K."""
-    from pdeladder.solvers.slab_solve import chunk_x_for, x_slabs
+    from pdeladder.slabs import slab_chunk
+    from pdeladder.solvers.slab_solve import x_slabs
 
     attrs = group_attrs(plan, curriculum)
     ranks = int(plan.ranks)
-    chunk_x = chunk_x_for(plan.grid.shape[0], ranks) if ranks > 1 else None
+    chunk_x = slab_chunk(plan.grid.shape[0], ranks) if ranks > 1 else None
     group = store.require_group(
         plan.stage,
         get_family(plan.family),

@@ -8,7 +8,6 @@ grid) is derived from a group's attributes, so a reader needs neither DOLFINx no
 family's code.
 """
 
-import itertools
 import json
 import math
 import re
@@ -238,38 +237,6 @@ def record_dtype(meta: dict[str, Any]) -> np.dtype:
             "offsets": [f["offset"] for f in fields],
         }
     )
-
-
-def slab_chunk(n: int, k: int) -> int:
-    """The chunk of an axis of ``n`` points that ``k`` writers fill by slabs: the largest that
-    :func:`slabs` still cuts into ``k`` slabs (``ceil(n / k)`` when that gives ``k`` chunks;
-    a UserInputError when ``k`` exceeds ``n``).
-
-    >>> slab_chunk(9, 4), slab_chunk(17, 2)
-    (2, 9)
-    """
-    if not 1 <= k <= n:
-        raise UserInputError(f"{k} ranks for {n} x points: at most one rank per point")
-    chunk = -(-n // k)
-    while -(-n // chunk) < k:
-        chunk -= 1
-    return chunk
-
-
-def slabs(n: int, chunk: int, k: int) -> list[tuple[int, int]]:
-    """``k`` slabs ``[lo, hi)`` of an axis of ``n`` points in chunks of ``chunk``: whole chunks
-    each, as even as the chunks allow (the first ones get one chunk more), covering the axis.
-    What ``k`` writers of one sample each write. Raises ValueError when ``k`` exceeds the
-    chunks.
-
-    >>> slabs(17, 4, 2)
-    [(0, 12), (12, 17)]
-    """
-    blocks = -(-n // chunk)
-    if not 1 <= k <= blocks:
-        raise ValueError(f"{k} slabs of {blocks} chunks ({n} points, {chunk} a chunk)")
-    edges = [min(n, chunk * -(-r * blocks // k)) for r in range(k + 1)]
-    return list(itertools.pairwise(edges))
 
 
 def check_version(attrs: dict[str, Any], where: str) -> None:

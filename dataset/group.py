@@ -235,7 +235,7 @@ class Group:
         A sample of several chunks: it reads the sample's status, the checksum chunks of the
         x blocks it touches and only the ``fields`` chunks that intersect the slab: the slab's
         rows plus at most one partial chunk at either end (none when ``lo`` and ``hi`` are
-        chunk boundaries, as :func:`format.slabs` cuts them); each chunk read is checked
+        chunk boundaries, as :func:`pdeladder.slabs.slabs` cuts them); each chunk read is checked
         against its own checksum. A one-chunk sample is read whole and checked, then cut.
         Raises StoreError naming the sample unless its status is ok and every chunk read
         matches its checksum.

@@ -50,7 +50,7 @@ class WritableGroup(Group):
     def write_slab(self, index: int, lo: int, hi: int, fields: np.ndarray) -> None:
         """Write x rows ``[lo, hi)`` of sample ``index``: ``fields`` float32
         ``(T, C, hi - lo, Y, Z)``, whole chunks (``lo`` and ``hi`` on chunk boundaries, as
-        :func:`format.slabs` cuts them), then those x blocks' checksum and moments chunks (a
+        :func:`pdeladder.slabs.slabs` cuts them), then those x blocks' checksum and moments chunks (a
         one-chunk sample, one slab: its record, with only those), so that a slab's digests
         are stored only once its fields are. Status is not touched.
 

@@ -265,13 +265,12 @@ def solve_on_ranks(
     then solve on K MPI processes, each writing its x slab (:mod:`.slab_solve`)."""
     from pdeladder.dataset.store import open_store
     from pdeladder.errors import SolveError
+    from pdeladder.slabs import slab_chunk
     from pdeladder.solvers import slab_solve
 
     slab_solve.check_ranks(ranks, grid, hosts=hosts)
     store = open_store(out, mode="a", check_writable=True)
-    group = store.require_group(
-        stage, fam, grid, chunk_x=slab_solve.chunk_x_for(grid.shape[0], ranks)
-    )
+    group = store.require_group(stage, fam, grid, chunk_x=slab_chunk(grid.shape[0], ranks))
     slab_solve.x_slabs(group, ranks)  # a group made before with too few x chunks is refused
     spec = slab_solve.job(fam.name, out, grid, values, seed, stage)
     try:

@@ -2,7 +2,7 @@
 
 Launched by ``pdeladder solve FAMILY ... --ranks K`` as ``mpiexec -n K python -m
 pdeladder.solvers.slab_solve JOB`` (``JOB``: the JSON of :func:`job`). The mesh is partitioned
-into the x slabs of the group's ``fields`` chunks (:func:`pdeladder.dataset.format.slabs`), so
+into the x slabs of the group's ``fields`` chunks (:func:`pdeladder.slabs.slabs`), so
 every rank samples and writes its own slab, whole chunks, and no rank gathers the sample. The
 store protocol (:meth:`~pdeladder.dataset.writer.WritableGroup.write_slab`):
 
@@ -36,16 +36,10 @@ from pdeladder.dataset import format as fmt
 from pdeladder.errors import SolveError, UserInputError
 from pdeladder.network import mpi_env
 from pdeladder.processes import tied
+from pdeladder.slabs import slab_chunk, slabs
 from pdeladder.solvers.family import Family, Sample, SolveStats, sample_generator
 from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.registry import get_family
-
-
-def chunk_x_for(X: int, ranks: int) -> int:
-    """The x chunk of a group whose samples ``ranks`` processes write in slabs: the largest
-    chunk that :func:`format.slabs` still cuts into ``ranks`` slabs (``ceil(X / ranks)`` when
-    that gives ``ranks`` chunks)."""
-    return fmt.slab_chunk(X, ranks)
 
 
 def check_ranks(ranks: int, grid: Grid, *, hosts: str | None) -> None:
@@ -72,7 +66,7 @@ def x_slabs(group: Any, ranks: int) -> tuple[tuple[int, int], ...]:
     ``fields`` (UserInputError when it has fewer x chunks than ranks)."""
     cx, X = group.chunks["fields"].chunks[2], group.sample_shape[2]
     try:
-        return tuple(fmt.slabs(X, cx, ranks))
+        return tuple(slabs(X, cx, ranks))
     except ValueError:
         raise UserInputError(
             f"{group.where()}: has {-(-X // cx)} x chunks of {cx} rows, too few for "
@@ -116,7 +110,7 @@ def open_group(spec: dict[str, Any], ranks: int) -> Any:
     fam = get_family(spec["family"])
     grid = Grid(*spec["grid"])
     store = open_store(spec["out"], mode="a", check_writable=True)
-    return store.require_group(spec["stage"], fam, grid, chunk_x=chunk_x_for(grid.shape[0], ranks))
+    return store.require_group(spec["stage"], fam, grid, chunk_x=slab_chunk(grid.shape[0], ranks))
 
 
 def placeholder_reason(params: Any, seed: int) -> str:

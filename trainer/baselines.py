@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from pdeladder.dataset.loader import StoreDataset
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 #: Relative margin by which a model's nRMSE must undercut its baseline's to beat it.
 BEAT_MARGIN = 1e-4

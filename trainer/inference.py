@@ -13,14 +13,14 @@ import torch
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import Slab
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.distributed.symmetry import move
 from pdeladder.trainer.metrics import channel_nrmse
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import refine_batch
-from pdeladder.trainer.training.processor import DataProcessor
 
 
 @torch.no_grad()

@@ -62,8 +62,8 @@ from typing import Any
 
 import torch
 
+from pdeladder.slabs import Slab
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses.data import relative_errors
 
 #: PDEBench's fixed Fourier band edges (wavenumber index): low ``[0, 4)``, mid ``[4, 12)``, high.

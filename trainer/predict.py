@@ -36,9 +36,7 @@ from pdeladder.dataset.format import (
     MUTABLE_ATTRS,
     OK,
     group_metadata,
-    slabs,
 )
-from pdeladder.dataset.format import slab_chunk as format_slab_chunk
 from pdeladder.dataset.group import Group, read_samples
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import Store, open_store
@@ -46,16 +44,17 @@ from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.network import local_gloo_env
 from pdeladder.outputs import make_output
 from pdeladder.processes import tied
+from pdeladder.slabs import DomainTiling, Slab, slabs
+from pdeladder.slabs import slab_chunk as format_slab_chunk
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.layers.spectral import half_axis
 from pdeladder.trainer.models.checkpoint import load_model
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import check_steps, refine_batch
-from pdeladder.trainer.training.processor import DataProcessor
 
 #: ``progress(group path, samples)`` returns the function called with the number of samples
 #: each batch wrote (the CLI draws a bar with it).

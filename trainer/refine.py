@@ -28,11 +28,11 @@ import torch.distributed as dist
 
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses.equation import family_views, residual_squares, wall_ends
 
 #: L-BFGS curvature pairs kept (each costs two inner products and two updates of a sample's

@@ -19,8 +19,8 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import covers
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import check_steps, refine_batch
-from pdeladder.trainer.training.processor import DataProcessor
 
 
 def rollout(

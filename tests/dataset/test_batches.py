@@ -12,8 +12,8 @@ from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import DomainTiling
 
 from .conftest import HEAT, array_sample
 

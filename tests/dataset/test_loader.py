@@ -16,7 +16,7 @@ from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import StoreError, UserInputError
 from pdeladder.solvers import Sample, SolveStats, get_family
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 from .conftest import GRID, HEAT, array_sample, failed_sample
 

@@ -10,13 +10,13 @@ import xarray as xr
 from zarr.storage import FsspecStore
 
 from pdeladder.dataset import chunks as chunks_module
-from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import MISSING, OK
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.plot import plot_sample
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems, verify
 from pdeladder.errors import StoreError, UserInputError
+from pdeladder.slabs import slabs as chunk_slabs
 
 from .conftest import GRID, HEAT, array_sample
 
@@ -76,7 +76,7 @@ def test_slabs_read_only_their_chunks(store_url, monkeypatch, axis, chunking):
     stored = chunk * grid[0] * grid[2]  # the sample as stored, its edge chunks padded
     counted = _count_field_bytes(monkeypatch, store_url)
     for k in (2, 4):
-        cuts = [_even(n, k)] + ([fmt.slabs(n, cx, k)] if axis == "x" else [])
+        cuts = [_even(n, k)] + ([chunk_slabs(n, cx, k)] if axis == "x" else [])
         for cut in cuts:
             parts = []
             for lo, hi in cut:
@@ -144,7 +144,7 @@ def test_two_processes_write_one_sample_in_slabs(tmp_path):
     digests); status is written by the commit alone, which refuses while a slab is missing."""
     url = str(tmp_path / "store")
     group = open_store(url, mode="a").require_group("s0", HEAT, BIG, n_samples=1, chunk_x=4)
-    cuts = fmt.slabs(17, 4, 2)
+    cuts = chunk_slabs(17, 4, 2)
     assert cuts == [(0, 12), (12, 17)]
     fields = np.random.default_rng(7).normal(size=group.sample_shape).astype(np.float32)
     record = array_sample(BIG, 5)
@@ -188,7 +188,7 @@ def test_slab_writes_and_commit_on_every_store(store_url):
     fields = array_sample(BIG, 1).fields
     record = array_sample(BIG, 1)
     record.fields = None
-    for lo, hi in reversed(fmt.slabs(17, 3, 2)):  # [(0, 9), (9, 17)]
+    for lo, hi in reversed(chunk_slabs(17, 3, 2)):  # [(0, 9), (9, 17)]
         group.write_slab(1, lo, hi, np.ascontiguousarray(fields[:, :, lo:hi]))
     group.commit(1, record)
     reread = open_store(store_url).group(group.path)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from pdeladder import slabs as cut
 from pdeladder.cli import app
-from pdeladder.dataset import format as fmt
 from pdeladder.dataset.format import MISSING, OK
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
@@ -30,7 +30,7 @@ from pdeladder.solvers.fem import (
     solver_options,
 )
 from pdeladder.solvers.grid import Grid, SlabGrid
-from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
+from pdeladder.solvers.slab_solve import solve_slab
 
 #: Largest |K-rank - serial| / max |serial| per family, 2 ranks, 2D at 17^2 and 5 snapshots
 #: (measured: 0 for darcy, advection_diffusion and navier_stokes; the mass systems, CG at rtol
@@ -55,16 +55,16 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def slab_grid(grid: Grid, k: int) -> SlabGrid:
     X = grid.shape[0]
-    slabs = tuple(fmt.slabs(X, chunk_x_for(X, k), k))
+    slabs = tuple(cut.slabs(X, cut.slab_chunk(X, k), k))
     return SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)
 
 
 def test_slab_grids_tile_x_and_every_rank_gets_cells():
-    assert chunk_x_for(17, 2) == 9 and fmt.slabs(17, 9, 2) == [(0, 9), (9, 17)]
-    assert chunk_x_for(5, 4) == 1  # ceil(5 / 4) = 2 would cut only 3 chunks
+    assert cut.slab_chunk(17, 2) == 9 and cut.slabs(17, 9, 2) == [(0, 9), (9, 17)]
+    assert cut.slab_chunk(5, 4) == 1  # ceil(5 / 4) = 2 would cut only 3 chunks
     for X in range(3, 40):
         for k in range(1, X):
-            slabs = fmt.slabs(X, chunk_x_for(X, k), k)
+            slabs = cut.slabs(X, cut.slab_chunk(X, k), k)
             assert len(slabs) == k, (X, k)
     grid = SlabGrid(2, 9, 1, 0.0, ((0, 4), (4, 6), (6, 8), (8, 9)))  # a one-row last slab
     assert slab_cell_owners(grid).tolist() == [0, 0, 0, 0, 1, 1, 2, 3]
@@ -271,18 +271,17 @@ _DRAWN_ROWS = textwrap.dedent(
     import json, sys
     from mpi4py import MPI
     import numpy as np
-    from pdeladder.dataset import format as fmt
+    from pdeladder import slabs as cut
     from pdeladder.solvers import get_family
     from pdeladder.solvers.grid import SlabGrid
     from pdeladder.solvers.navier_stokes.fem import random_potential
-    from pdeladder.solvers.slab_solve import chunk_x_for
 
     comm, out = MPI.COMM_WORLD, {}
     for name in json.loads(sys.argv[1]):
         fam = get_family(name)
         for dim in fam.dims:
             g = fam.grid(dim, 11, 1 if fam.steady else 3)
-            slabs = tuple(fmt.slabs(11, chunk_x_for(11, comm.size), comm.size))
+            slabs = tuple(cut.slabs(11, cut.slab_chunk(11, comm.size), comm.size))
             sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
             lo, hi = sg.drawn_rows(comm)
             draw = lambda grid, c=None: fam.initial_fields(
@@ -328,16 +327,16 @@ _EVERY_FAMILY = textwrap.dedent(
     import json, sys
     from mpi4py import MPI
     import numpy as np
-    from pdeladder.dataset import format as fmt
+    from pdeladder import slabs as cut
     from pdeladder.solvers import get_family
     from pdeladder.solvers.grid import SlabGrid
-    from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
+    from pdeladder.solvers.slab_solve import solve_slab
 
     comm, out = MPI.COMM_WORLD, {}
     for name in json.loads(sys.argv[1]):
         fam = get_family(name)
         g = fam.grid(2, 17, 1 if fam.steady else 5)
-        slabs = tuple(fmt.slabs(17, chunk_x_for(17, comm.size), comm.size))
+        slabs = tuple(cut.slabs(17, cut.slab_chunk(17, comm.size), comm.size))
         sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
         fields, stats, _ = solve_slab(fam, fam.Params(), sg, 7, comm)
         parts = comm.gather(fields, root=0)
@@ -372,11 +371,11 @@ _NAN_ON_ONE_RANK = textwrap.dedent(
     import json, sys
     from mpi4py import MPI
     import numpy as np
-    from pdeladder.dataset import format as fmt
+    from pdeladder import slabs as cut
     from pdeladder.solvers import get_family
     from pdeladder.solvers.grid import SlabGrid
     from pdeladder.solvers.lumped_mass import LumpedDiffusion
-    from pdeladder.solvers.slab_solve import chunk_x_for, solve_slab
+    from pdeladder.solvers.slab_solve import solve_slab
 
     comm, calls = MPI.COMM_WORLD, [0]
     solve = LumpedDiffusion.solve
@@ -391,7 +390,7 @@ _NAN_ON_ONE_RANK = textwrap.dedent(
     LumpedDiffusion.solve = poisoned
     fam = get_family(sys.argv[1])
     g = fam.grid(2, 9, 3)
-    slabs = tuple(fmt.slabs(9, chunk_x_for(9, comm.size), comm.size))
+    slabs = tuple(cut.slabs(9, cut.slab_chunk(9, comm.size), comm.size))
     sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
     fields, stats, _ = solve_slab(fam, fam.Params(), sg, 7, comm)
     reports = comm.gather([comm.rank, fields is None, stats.status, stats.reason], root=0)

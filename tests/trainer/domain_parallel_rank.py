@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from pdeladder.slabs import DomainTiling
+from pdeladder.slabs import padding as pad_of
 from pdeladder.trainer.distributed.collectives import sum_replicated
 from pdeladder.trainer.distributed.fft import SlabFFT
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainTiling
-from pdeladder.trainer.distributed.slab import padding as pad_of
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.loop import load_training_state, save_training_state

@@ -21,16 +21,16 @@ import torch.distributed as dist
 
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import DomainTiling
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.distributed.symmetry import move
 from pdeladder.trainer.inference import predict
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.training.augment import Augmentation
-from pdeladder.trainer.training.processor import DataProcessor
 
 CHANNELS, VECTORS = ["s", "vx", "vy", "vz"], [("vx", "vy", "vz")]
 #: name: (dim, points per axis, x cuts of the tiling or None: even), per world size

@@ -26,12 +26,12 @@ import torch
 import torch.distributed as dist
 
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.training.loop import adamw
-from pdeladder.trainer.training.processor import DataProcessor
 
 #: (name, sample (T, C, X, Y, Z), modes, batch, checkpointing, loss)
 CASES = [

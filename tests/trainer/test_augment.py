@@ -23,8 +23,8 @@ from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.predict import predict_store
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.training.augment import Augmentation
-from pdeladder.trainer.training.processor import DataProcessor
 
 from .conftest import tiny_operator
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from pdeladder.dataset.format import slabs
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import slabs
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family

@@ -19,11 +19,11 @@ import numpy as np, torch, torch.distributed as dist
 from pdeladder.solvers.registry import family_names, get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.halo import extended, with_halo
-from pdeladder.trainer.distributed.slab import DomainTiling, bounds
+from pdeladder.slabs import DomainTiling, bounds
 from pdeladder.trainer.losses import equation_loss, relative_errors, relative_loss
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.training.validation import sample_scores
 
 rank, world_size, init, out, plan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]

@@ -77,9 +77,9 @@ def test_bad_domain_ranks_fail_in_one_line_writing_nothing(tiny, tmp_path, args,
 def test_auto_picks_the_fewest_ranks_that_fit_the_budget(tiny, tmp_path):
     """A budget below the one-worker peak needs two domain ranks; none fits a tiny budget."""
     from pdeladder.errors import UserInputError
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.choose import StageSizing, domain_ranks_for
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.models.operator import OperatorConfig
 
     config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 1, 1))

@@ -12,9 +12,9 @@ import torch
 
 from pdeladder.dataset.collate import make_batch
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.losses import relative_errors, relative_loss, trapezoid_weights
 from pdeladder.trainer.losses.equation import (
     equation_loss,
@@ -23,7 +23,7 @@ from pdeladder.trainer.losses.equation import (
     step_residual,
     walled,
 )
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 
 def solved_heat(snapshots: int, draws: list[tuple[int, dict]]):
@@ -123,7 +123,7 @@ def test_processor_round_trip(heat_batch):
 
 
 def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
-    from pdeladder.trainer.distributed.slab import DomainTiling
+    from pdeladder.slabs import DomainTiling
 
     shape = (17, 9, 5, 1)
     layout = DomainTiling(t=4, x=2)
@@ -135,7 +135,7 @@ def test_trapezoid_weights_of_slabs_tile_the_whole_grid_bitwise():
 
 
 def test_a_later_time_slab_needs_the_initial_state(heat_batch):
-    from pdeladder.trainer.distributed.slab import DomainTiling
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.losses.equation import family_views
 
     batch, layout, truth = heat_batch

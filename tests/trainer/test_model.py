@@ -262,7 +262,7 @@ REPLICATED_RANK = """
 import json, sys, torch, torch.distributed as dist
 from pdeladder.trainer.models import LadderOperator, OperatorConfig
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainTiling
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.training.loop import adamw, save_training_state
 rank, world_size, init, out, config = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
@@ -304,9 +304,9 @@ def test_replicated_model_gives_the_unsharded_step_and_checkpoint(tmp_path):
 def test_parameters_are_sharded_only_when_needed():
     """auto: replicated without a budget or when the replicas fit it; sharded for split samples
     or when only shards fit; ddp with split samples is a one-line error."""
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.choose import StageSizing, shard_for
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainTiling
 
     config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 8, 1))
     grid = (11, 33, 33, 1)

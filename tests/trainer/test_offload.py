@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from pdeladder.trainer.distributed import offload
+from pdeladder.trainer.models import offload
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 
 CONFIG = OperatorConfig(5, 2, width=8, layers=3, modes=(2, 4, 3, 1), families=2)

@@ -29,7 +29,7 @@ from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.inference import predict
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.predict import predict_store
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 runner = CliRunner()
 EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")

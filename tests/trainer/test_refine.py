@@ -25,8 +25,8 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
 from pdeladder.trainer.metrics import nrmse
 from pdeladder.trainer.predict import predict_store
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import check_steps, refine_batch
-from pdeladder.trainer.training.processor import DataProcessor
 
 runner = CliRunner()
 EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")

@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 
 from pdeladder.cli import app
 from pdeladder.errors import exit_on_error
+from pdeladder.slabs import DomainTiling, Slab, padding
 from pdeladder.trainer.distributed.memory import peak_bytes, saved_bytes
 from pdeladder.trainer.distributed.scale import PRESETS, Run, domain_sent, estimate
-from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.scale_cli import memory_figure
 

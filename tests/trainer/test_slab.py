@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.distributed.slab import DomainTiling, padding
+from pdeladder.slabs import DomainTiling, padding
 
 GRID = (6, 33, 7, 1)
 

@@ -9,8 +9,8 @@ import torch
 
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.registry import get_family
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.training.loop import targeted
-from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.unsolved import (
     UnsolvedSpec,
     draw_unsolved,

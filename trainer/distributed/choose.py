@@ -6,8 +6,8 @@ peak fits the memory budget), and whether the parameters are sharded (FSDP2) or 
 from dataclasses import dataclass
 
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.memory import peak_bytes
-from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import OperatorConfig
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from pdeladder.trainer.distributed.slab import SPLIT_AXES, DomainTiling, Slab
+from pdeladder.slabs import SPLIT_AXES, DomainTiling, Slab
 
 
 @dataclass(frozen=True)

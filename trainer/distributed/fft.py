@@ -21,8 +21,13 @@ import math
 
 import torch
 
-from pdeladder.trainer.distributed.collectives import DomainGroup, gather_shares, scatter_sum
-from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.slabs import Slab
+from pdeladder.trainer.distributed.collectives import (
+    DomainGroup,
+    gather_shares,
+    replayed,
+    scatter_sum,
+)
 from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform
 
 
@@ -42,6 +47,10 @@ class SlabFFT(SpectralTransform):
     def rows(self, sel: ModeSelection) -> int:
         """Rows of one share, ``s = ⌈M/k⌉``."""
         return share_rows(math.prod(sel.block_shape), self.domain.size)
+
+    def checkpoint_contexts(self):
+        """A checkpointed stage's recomputation reuses the forward pass's collectives."""
+        return replayed()
 
     def modes(self, sel: ModeSelection) -> range:
         s = self.rows(sel)

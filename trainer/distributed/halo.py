@@ -17,8 +17,8 @@ neighbours then send their time-extended planes, so the corner points arrive too
 import torch
 import torch.distributed as dist
 
+from pdeladder.slabs import SPLIT_AXES
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import SPLIT_AXES
 
 
 def _exchange(

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import torch
 
+from pdeladder.slabs import DomainTiling, Slab, padding
 from pdeladder.trainer.distributed.fft import share_rows
-from pdeladder.trainer.distributed.offload import MIN_BYTES
-from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.layers.fft import ModeSelection
+from pdeladder.trainer.models.offload import MIN_BYTES
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 
 FLOAT = 4
@@ -165,7 +165,7 @@ def transform_bytes(config: OperatorConfig, slab: Slab, batch: int) -> int:
 
 def largest_ranks(grid: tuple[int, int, int, int], tiling: DomainTiling) -> list[Slab]:
     """The slabs of an x tiling that may set its peak: the parts of the padded x axis grow with
-    the rank (:func:`~pdeladder.trainer.distributed.slab.bounds`), so the rank holding the grid's
+    the rank (:func:`~pdeladder.slabs.bounds`), so the rank holding the grid's
     last x point, the one before it (the largest part all of grid points) and the last rank
     (the most padding)."""
     k, n = tiling.x, grid[1]

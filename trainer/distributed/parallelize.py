@@ -23,9 +23,9 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import LadderOperator
 
 

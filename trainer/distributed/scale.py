@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import DomainTiling, Slab, padding
 from pdeladder.trainer.distributed.fft import share_rows
 from pdeladder.trainer.distributed.memory import (
     COMPLEX,
@@ -49,9 +50,8 @@ from pdeladder.trainer.distributed.memory import (
     rank_bytes,
     transform_bytes,
 )
-from pdeladder.trainer.distributed.offload import OFFLOAD
-from pdeladder.trainer.distributed.slab import DomainTiling, Slab, padding
 from pdeladder.trainer.layers.fft import ModeSelection
+from pdeladder.trainer.models.offload import OFFLOAD
 from pdeladder.trainer.models.operator import OperatorConfig
 
 GB = 1e9

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from pdeladder.slabs import Slab
 from pdeladder.solvers.symmetry import BoxSymmetry
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import Slab
 
 
 def move(

@@ -13,7 +13,7 @@ The two pruned transforms are each other's adjoints up to a weight on the half a
 the other's backward pass (one custom autograd function each): no full-size zero-filled
 gradients and no complex transform where a real one does.
 
-Both take the :class:`~pdeladder.trainer.distributed.slab.Slab` of the global grid that the
+Both take the :class:`~pdeladder.slabs.Slab` of the global grid that the
 input holds. On an axis the slab splits, the forward transform is the partial sum over the slab's
 own points (the rows of the DFT at their global offsets, kept frequencies only) and the inverse
 evaluates the kept modes at those points only: the contributions of all slabs sum to the whole
@@ -24,10 +24,12 @@ the mixing: :class:`~pdeladder.trainer.distributed.fft.SlabFFT`).
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.utils.checkpoint import noop_context_fn
 
-from pdeladder.trainer.distributed.slab import Slab
+from pdeladder.slabs import Slab
 
 
 def kept_indices(n: int, modes: int, half: bool) -> tuple[list[int], list[int]]:
@@ -106,6 +108,13 @@ class SpectralTransform:
         """The row-major indices into the kept block of the modes this process mixes; indices
         from ``M`` on are padding rows (zero coefficients, dropped by :meth:`inverse`)."""
         return range(math.prod(sel.block_shape))
+
+    def checkpoint_contexts(self) -> tuple[Any, Any]:
+        """The ``context_fn`` of :func:`torch.utils.checkpoint.checkpoint` for a stage that runs
+        this transform: nothing here; a transform that communicates keeps its collectives'
+        results for the stage's recomputation
+        (:func:`~pdeladder.trainer.distributed.collectives.replayed`)."""
+        return noop_context_fn()
 
     def forward(
         self, x: torch.Tensor, sel: ModeSelection, slab: Slab | None = None

@@ -9,7 +9,7 @@ path of the block.
 The Fourier transform is delegated to a :class:`~pdeladder.trainer.layers.fft.SpectralTransform`
 (pruned to the kept modes, see :mod:`pdeladder.trainer.layers.fft`). :class:`LocalFFT`
 transforms what this process holds; on a sample split across ranks the layer receives its
-:class:`~pdeladder.trainer.distributed.slab.Slab`, the kept modes come from the global grid,
+:class:`~pdeladder.slabs.Slab`, the kept modes come from the global grid,
 and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms, each
 rank receiving (and mixing) its share of the kept modes, so the layer and the model stay as they
 are (docs/trainer.md, "Domain parallelism").
@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from pdeladder.trainer.distributed.slab import Slab, input_slab
+from pdeladder.slabs import Slab, input_slab
 from pdeladder.trainer.layers.fft import LocalFFT, ModeSelection, SpectralTransform, kept_indices
 
 

@@ -15,9 +15,9 @@ import math
 
 import torch
 
+from pdeladder.slabs import Slab
 from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
 from pdeladder.trainer.distributed.halo import with_halo
-from pdeladder.trainer.distributed.slab import Slab
 
 
 def trapezoid_weights(

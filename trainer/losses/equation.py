@@ -41,7 +41,7 @@ number of points: every rank gets the unsharded value, and its backward the grad
 respect to its own points.
 
 Every tensor here is in the model's axis order ``(B, C, T, X, Y, Z)``, the residual's too: the
-batch's fields come in through :meth:`~pdeladder.trainer.training.processor.DataProcessor.fields`.
+batch's fields come in through :meth:`~pdeladder.trainer.processor.DataProcessor.fields`.
 """
 
 import dataclasses
@@ -54,12 +54,12 @@ import torch
 
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
+from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
 from pdeladder.trainer.distributed.halo import extended
-from pdeladder.trainer.distributed.slab import Slab
 
 #: Tensor dimension of each split axis in the residual's ``(b, C, T, X, Y, Z)`` order.
 FIELD_DIMS = {"t": 2, "x": 3}
@@ -274,7 +274,7 @@ def family_views(
         pred: physical prediction ``(B, C_slots, T, X, Y, Z)``, on the box ``slab`` of the
             global grid (default: the whole grid).
         given: the batch's physical fields, the same shape
-            (:meth:`~pdeladder.trainer.training.processor.DataProcessor.fields`): the
+            (:meth:`~pdeladder.trainer.processor.DataProcessor.fields`): the
             input-role channels and the initial state come from them, not from the prediction.
         initial: snapshot 0 ``(B, C_slots, 1, X, Y, Z)``, needed on a later time slab
             (:func:`initial_state`).

@@ -2,7 +2,7 @@
 
 Shapes are ``(batch, channels, t, x, y, z)`` throughout; 1D/2D problems have singleton spatial
 axes, steady problems ``t = 1``. The input holds the data channels the
-:class:`~pdeladder.trainer.training.processor.DataProcessor` builds (initial state per channel slot,
+:class:`~pdeladder.trainer.processor.DataProcessor` builds (initial state per channel slot,
 slot mask, parameters broadcast as channels); the model appends the coordinates ``(t, x, y, z)``
 itself, so it works on any grid. Families share one network through fixed channel slots and a
 learned family embedding.
@@ -22,13 +22,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, noop_context_fn
 
 from pdeladder.errors import UserInputError
-from pdeladder.trainer.distributed.collectives import replayed
-from pdeladder.trainer.distributed.offload import offloaded
-from pdeladder.trainer.distributed.slab import Slab, input_slab, padding
+from pdeladder.slabs import Slab, input_slab, padding
 from pdeladder.trainer.layers.spectral import SpectralConv
+from pdeladder.trainer.models.offload import offloaded
 
 OUTPUTS = ("state", "change")
 # The gain ``g`` is ``GAIN_STEP`` times its parameter: under Adam, whose steps are about the
@@ -123,7 +122,7 @@ class LadderOperator(nn.Module):
     keeping them (activation checkpointing): of the lift, each block and the projection. With
     checkpointing, ``offload`` (``"none"``, ``"host"``, ``"disk"``) moves the blocks' kept
     inputs off the device until the backward pass needs them
-    (:mod:`~pdeladder.trainer.distributed.offload`).
+    (:mod:`~pdeladder.trainer.models.offload`).
     """
 
     name = "ladder_operator"
@@ -169,12 +168,13 @@ class LadderOperator(nn.Module):
             raise UserInputError(f"{self.name}: family ids must lie in [0, {cfg.families})")
         # With checkpointing, each stage keeps only its input for the backward pass and
         # recomputes the rest: the lift's and projection's wide hidden layers as well as the blocks.
-        stage = checkpointed if self.checkpointing and torch.is_grad_enabled() else called
+        checkpointing = self.checkpointing and torch.is_grad_enabled()
+        stage = self.checkpointed if checkpointing else called
         coords = coordinates(x, slab)  # (B, 4, T, X, Y, Z)
         # The padding is split with the grid (Slab.padded).
         padded = slab.padded(padding(slab.shape, cfg.padding))
         h = stage(self.lifted, x, coords, family, padded)  # (B, width, padded T, X, Y, Z)
-        with offloaded(self.offload if stage is checkpointed else "none", x.device):
+        with offloaded(self.offload if checkpointing else "none", x.device):
             for block in self.blocks:  # each keeps only its input h, which may be offloaded
                 h = stage(block, h, padded)
         out = stage(self.projected, h, x.shape[2:])  # (B, out_channels, T, X, Y, Z)
@@ -196,6 +196,17 @@ class LadderOperator(nn.Module):
         pad = [p - n for p, n in zip(padded.local_shape, x.shape[2:], strict=True)]
         return nn.functional.pad(h, [p for n in reversed(pad) for p in (0, n)])
 
+    def checkpointed(self, fn, *args):
+        """``fn(*args)``, recomputed in the backward pass but for the collectives of the blocks'
+        transform (one for all blocks, set behind their seam), whose results are kept
+        (:meth:`~pdeladder.trainer.layers.fft.SpectralTransform.checkpoint_contexts`)."""
+        contexts = (
+            self.blocks[0].spectral.transform.checkpoint_contexts
+            if self.blocks
+            else noop_context_fn
+        )
+        return checkpoint(fn, *args, use_reentrant=False, context_fn=contexts)
+
     def projected(self, h: torch.Tensor, shape: torch.Size) -> torch.Tensor:
         """The padding cropped to ``shape`` ``(T, X, Y, Z)``, then projected to the output slots."""
         return self.project(h[..., : shape[0], : shape[1], : shape[2], : shape[3]])
@@ -203,12 +214,6 @@ class LadderOperator(nn.Module):
 
 def called(fn, *args):
     return fn(*args)
-
-
-def checkpointed(fn, *args):
-    """``fn(*args)``, recomputed in the backward pass but for its collectives, whose results are
-    kept (:func:`~pdeladder.trainer.distributed.collectives.replayed`)."""
-    return checkpoint(fn, *args, use_reentrant=False, context_fn=replayed)
 
 
 def coordinates(x: torch.Tensor, slab: Slab | None = None) -> torch.Tensor:

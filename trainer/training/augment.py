@@ -21,7 +21,7 @@ import numpy as np
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import BoxSymmetry, family_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 #: Mixed into the augmentation's random stream, so that it is not the batch order's.
 STREAM = 0x5EED

@@ -36,18 +36,18 @@ from pdeladder.curriculum.settings import LossWeights, SelfImprovement
 from pdeladder.dataset.catalog import Catalog
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import DomainTiling, Slab
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainTiling, Slab
 from pdeladder.trainer.losses.data import relative_loss
 from pdeladder.trainer.losses.equation import equation_loss
 from pdeladder.trainer.losses.weighting import combine
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import refine_batch
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import StageConfig
-from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.schedule import learning_rate
 from pdeladder.trainer.training.session import RayTrainSession, TrainSession
 from pdeladder.trainer.training.timing import PhaseClock

@@ -68,7 +68,7 @@ def unsolved_samples(
 def draw_unsolved(
     layout: SlotLayout, spec: UnsolvedSpec, n: int, seed: Any, taken: Collection[int] = ()
 ) -> dict[str, Any]:
-    """A batch (see :mod:`~pdeladder.trainer.training.processor`) of the ``n`` samples of
+    """A batch (see :mod:`~pdeladder.trainer.processor`) of the ``n`` samples of
     :func:`unsolved_samples`: snapshot 0 drawn by the family exactly as its solver would start
     those samples, later snapshots zero (unknown)."""
     fam = get_family(spec.family)

@@ -11,12 +11,12 @@ from typing import Any
 import torch
 
 from pdeladder.dataset.slots import SlotLayout
+from pdeladder.slabs import Slab
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.slab import Slab
 from pdeladder.trainer.inference import predict
 from pdeladder.trainer.losses.equation import family_views, relative_residual
 from pdeladder.trainer.metrics import nrmse
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 
 def sample_scores(
