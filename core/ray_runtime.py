@@ -3,9 +3,11 @@ start on a busy machine; or joining a cluster."""
 
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -67,12 +69,62 @@ def local_runtime_env() -> dict[str, dict[str, str]]:
     return {"env_vars": env}
 
 
+#: Process titles of the agents a raylet starts beside it. A raylet that dies with a killed
+#: driver leaves them running for about a minute (Ray's liveness check), holding their ports.
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def _proc(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:  # gone meanwhile, or not Linux
+        return b""
+
+
+def orphaned_agents() -> list[int]:
+    """This user's Ray agents whose raylet is gone (their parent is no raylet): what a driver
+    killed with SIGKILL left. On a machine without /proc, none."""
+    uid, found = os.getuid(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        title = _proc(pid, "cmdline").split(b"\0", 1)[0].decode(errors="replace")
+        if not title.startswith(RAY_AGENTS):
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        status = _proc(pid, "status").decode(errors="replace")
+        ppid = next((int(line.split()[1]) for line in status.splitlines()
+                     if line.startswith("PPid:")), 0)  # fmt: skip
+        if b"raylet" not in _proc(ppid, "cmdline"):
+            found.append(pid)
+    return found
+
+
+def end_orphaned_agents() -> list[int]:
+    """End :func:`orphaned_agents` (SIGKILL: they ignore SIGTERM while they wait for their
+    raylet, and serve nothing without it); their pids."""
+    pids = orphaned_agents()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # ended meanwhile
+            pass
+    if pids:
+        logger.info("ended %d Ray agents a killed run had left: %s", len(pids), pids)
+    return pids
+
+
 def start_local(num_cpus: int | None = None) -> None:
     """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
-    TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
-    Ray's default has it (on), MPI and gloo of its workers on loopback
-    (:func:`local_runtime_env`). ``docs/deploy.md`` lists what listens where."""
+        TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
+        Ray's default has it (on), MPI and gloo of its workers on loopback
+        (:func:`local_runtime_env`); first ends the Ray agents a killed run left
+    (:func:`end_orphaned_agents`). ``docs/deploy.md`` lists what listens where."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    end_orphaned_agents()  # what a killed run left: a minute of its ports and memory
     with _loopback():  # the node's processes get 127.0.0.1 as their IP and listen on it
         ray_init(
             address="local",  # a fresh runtime, even when `ray start` left one running here

@@ -128,3 +128,33 @@ def test_materialize_shows_ray_as_a_step_on_stderr(ray_local: None, tmp_path: Pa
     told = [line for line in proc.stderr.splitlines() if line.startswith("join")]
     assert told[0] == f"joining the Ray cluster at {address} ..."
     assert told[1].startswith(f"joined the Ray cluster at {address} in ")
+
+
+def test_a_start_ends_the_agents_a_killed_run_left(tmp_path: Path) -> None:
+    """Agents whose raylet is gone are ended; an agent under a live raylet is not (processes
+    titled as Ray titles them: an injected leftover)."""
+    import contextlib
+    import subprocess
+    import time
+
+    orphan = subprocess.Popen(["bash", "-c", "exec -a ray::DashboardAgent sleep 600"])
+    keeper = subprocess.Popen(
+        ["bash", "-c", 'exec -a raylet bash -c "(exec -a ray::RuntimeEnvAgent sleep 600) & wait"']
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(process_tree(keeper.pid)) < 2 or not ray_runtime.orphaned_agents():
+            assert time.monotonic() < deadline, "the injected agents did not start"
+            time.sleep(0.05)
+        (kept,) = process_tree(keeper.pid) - {keeper.pid}
+        assert orphan.pid in ray_runtime.orphaned_agents()
+        assert kept not in ray_runtime.orphaned_agents()  # its parent is a raylet
+        assert orphan.pid in ray_runtime.end_orphaned_agents()
+        assert orphan.wait(timeout=10) == -9
+        assert keeper.poll() is None and Path(f"/proc/{kept}").exists()
+    finally:
+        for p in (orphan, keeper):
+            for pid in process_tree(p.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            p.wait()
