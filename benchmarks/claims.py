@@ -90,7 +90,7 @@ from pdeladder.trainer import evaluate_checkpoint, train_curriculum
 from pdeladder.trainer.baselines import baseline_prediction, mean_field
 from pdeladder.trainer.evaluate import group_report
 from pdeladder.trainer.models.checkpoint import load_model
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 QUICKSTART = Path(__file__).parents[1] / "examples" / "quickstart.yaml"
 FAMILIES = ("heat", "darcy", "burgers", "advection_diffusion")

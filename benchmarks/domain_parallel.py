@@ -91,8 +91,8 @@ def rank_main(
     import torch.distributed as dist
 
     from pdeladder.curriculum.settings import LearningRate
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.layers.fft import ModeSelection
     from pdeladder.trainer.models.operator import LadderOperator
     from pdeladder.trainer.training.loop import adamw
@@ -276,8 +276,8 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=2, help="--timing-only: rounds of k = 1, 2")
     args = parser.parse_args()
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.memory import peak_bytes
-    from pdeladder.trainer.distributed.slab import DomainTiling
 
     print(f"sample (T, X, Y) = ({T}, {args.size}, {args.size}), width {WIDTH}, {LAYERS} layers")
     print(f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

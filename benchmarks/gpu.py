@@ -35,9 +35,9 @@ import torch
 import torch.distributed as dist
 from domain_parallel import WIDTH, T, config  # benchmarks/ (the script folder is on sys.path)
 
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.memory import peak_bytes
 from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-from pdeladder.trainer.distributed.slab import DomainTiling
 from pdeladder.trainer.models.operator import LadderOperator
 
 CONFIG = config()

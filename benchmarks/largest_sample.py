@@ -19,8 +19,8 @@ from pathlib import Path
 
 from domain_parallel import T, config, run_ranks  # benchmarks/ (the script folder is on sys.path)
 
+from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.memory import peak_bytes
-from pdeladder.trainer.distributed.slab import DomainTiling
 
 
 def peak_mb(k: int, size: int, folder: str) -> float:

@@ -84,7 +84,7 @@ from pdeladder.dataset.moments import sample_moments
 from pdeladder.dataset.provenance import checksum
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers import Sample, get_family
-from pdeladder.trainer.training.processor import DataProcessor
+from pdeladder.trainer.processor import DataProcessor
 
 N, DIM, SNAPSHOTS, BATCH = 16, 2, 21, 4
 RESOLUTIONS = (64, 256)

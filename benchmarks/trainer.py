@@ -84,8 +84,8 @@ def rank_step(rank: int, world_size: int, init: str, shard: str, steps: int, out
     """One rank of the data-parallel timing: ``out.put((wall, cpu))`` seconds a step (rank 0)."""
     import torch.distributed as dist
 
+    from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
-    from pdeladder.trainer.distributed.slab import DomainTiling
     from pdeladder.trainer.training.loop import adamw
 
     torch.set_num_threads(1)

@@ -74,9 +74,9 @@ from pdeladder.trainer.metrics import (
 )
 from pdeladder.trainer.models.checkpoint import CONFIG_FILE, WEIGHTS_FILE, load_model
 from pdeladder.trainer.predict import knows, predict_store
+from pdeladder.trainer.processor import DataProcessor
 from pdeladder.trainer.refine import check_steps
 from pdeladder.trainer.report import figure_file, write_report
-from pdeladder.trainer.training.processor import DataProcessor
 from pdeladder.trainer.training.validation import sample_scores
 
 #: Scores averaged over a family's groups, weighted by their samples.

@@ -44,8 +44,7 @@ from pdeladder.errors import PdeladderError, UserInputError
 from pdeladder.network import local_gloo_env
 from pdeladder.outputs import make_output
 from pdeladder.processes import tied
-from pdeladder.slabs import DomainTiling, Slab, slabs
-from pdeladder.slabs import slab_chunk as format_slab_chunk
+from pdeladder.slabs import DomainTiling, Slab, slab_chunk, slabs
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -120,14 +119,6 @@ def target_group(
         compression=compression,
         chunk_x=chunk_x,
     )
-
-
-def slab_chunk(x: int, domain_ranks: int) -> int:
-    """x points per ``fields`` chunk of a group that ``domain_ranks`` writers fill by slabs:
-    the rule of ``solve --ranks`` (:func:`~pdeladder.dataset.format.slab_chunk`), so that
-    :func:`~pdeladder.dataset.format.slabs` cuts x into ``domain_ranks`` slabs (``ceil(X /
-    K)`` alone gave X = 9, K = 4 three chunks)."""
-    return format_slab_chunk(x, domain_ranks)
 
 
 def slab_tiling(grid, domain_ranks: int, padding: float) -> DomainTiling:

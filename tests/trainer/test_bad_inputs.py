@@ -12,12 +12,12 @@ import torch
 
 from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
-from pdeladder.slabs import slabs
+from pdeladder.slabs import slab_chunk, slabs
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.models.checkpoint import CONFIG_FILE, WEIGHTS_FILE, check_device, load_model
-from pdeladder.trainer.predict import slab_chunk, slab_tiling
+from pdeladder.trainer.predict import slab_tiling
 
 from .conftest import KNOWN_HEAT, KNOWN_SAMPLES, known_darcy, known_heat, save_operator
 
