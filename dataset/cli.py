@@ -99,7 +99,9 @@ def verify(
             table.add_row(p.path, p.kind, p.message)
         console.print(table)
     else:
-        console.print(f"[green]ok[/green]: {len(found)} group(s) in {url} match the format")
+        console.print(
+            f"[green]ok[/green]: {len(found)} group(s) in {url} match the format", soft_wrap=True
+        )
     if problems:
         raise typer.Exit(1)
 
@@ -120,7 +122,7 @@ def plot(
     path = out or Path(f"{group.replace('/', '_')}_{sample}.png")
     check_apart(path, [url])
     g = open_store(url).group(group)
-    console.print(f"wrote {plot_sample(g, sample, path)}")
+    console.print(f"wrote {plot_sample(g, sample, path)}", soft_wrap=True)
 
 
 @app.command()

@@ -105,7 +105,7 @@ def demo(
     console = Console()
     console.print(scores_table(f"{file.name}: held-out scores after each stage", result["scores"]))
     console.print(timing_table(read_timing(run_dir)))
-    console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}")
+    console.print(f"store: {result['store']}\nmodel: {result['checkpoint']}", soft_wrap=True)
     console.print(f"reports and PNGs: {run_dir / 'evaluation'}")
 
 

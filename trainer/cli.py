@@ -316,6 +316,7 @@ def predict(
             refine=refine,
         )
     console = Console()
-    console.print(
-        f"wrote {sum(written.values())} predicted samples in {len(written)} group(s) to {out}"
+    console.print(  # whole, however long the path: a user copies it
+        f"wrote {sum(written.values())} predicted samples in {len(written)} group(s) to {out}",
+        soft_wrap=True,
     )
