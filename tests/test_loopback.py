@@ -280,7 +280,7 @@ stages:
 """
 
 
-@pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.mpi
 def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
     """Materialize with 2-rank gangs, train on 2 Ray Train workers (gloo), predict on 2 ranks.
@@ -306,7 +306,7 @@ def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
         assert_loopback_only(watch)
 
 
-@pytest.mark.slow
+@pytest.mark.serial
 def test_a_train_killed_by_sigkill_leaves_rays_agents_until_the_next_start(
     tmp_path: Path,
 ) -> None:
