@@ -1,7 +1,7 @@
 """Loopback only unless configured: the real commands, their sockets read from /proc while they
 run. A K-rank solve, ``flows serve`` (and a killed one leaves no server holding its port), and,
-run alone (serial), a campaign: a materialize with a 2-rank gang, a training on 2 Ray Train workers
-and a 2-rank predict."""
+run alone (serial), a campaign: a materialize with a 2-rank gang, a training on 2 Ray Train
+workers and a 2-rank predict; and a killed train's leftovers."""
 
 import ipaddress
 import os
