@@ -233,10 +233,19 @@ def serving(port: int, env: dict[str, str], cwd: Path) -> Iterator[tuple[subproc
         proc.stdout.close()
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie, which a container's PID 1 may never reap, has ended."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def gone(pids: set[int], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not [p for p in pids if Path(f"/proc/{p}").exists() and cmdline(p) != ""]:
+        if not [p for p in pids if alive(p)]:
             return True
         time.sleep(0.2)
     return False
@@ -332,11 +341,12 @@ def test_a_train_killed_by_sigkill_leaves_rays_agents_until_the_next_start(
     killed = time.monotonic()
     agents = {p for p, line in left.items() if line.startswith(ray_runtime.RAY_AGENTS)}
     assert agents, sorted(left.values())
-    assert gone(set(left) - agents, timeout=20), {p: cmdline(p) for p in left if cmdline(p)}
+    running = set(left) - agents
+    assert gone(running, timeout=20), {p: cmdline(p) for p in running if alive(p)}
     again = ["train", "c.yaml", "--store", "s.zarr", "--workers", "2", "--run-dir", "again"]
     with ThreadPoolExecutor(1) as pool:
         run = pool.submit(watched, again, env, tmp_path)
-        assert gone(agents, timeout=30), {p: cmdline(p) for p in agents if cmdline(p)}
+        assert gone(agents, timeout=30), {p: cmdline(p) for p in agents if alive(p)}
         assert time.monotonic() - killed < 50  # ended by the start, before Ray's own minute
         watch = run.result()
     assert watch.ran("RayTrainWorker")
