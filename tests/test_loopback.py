@@ -315,7 +315,7 @@ def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
         assert_loopback_only(watch)
 
 
-@pytest.mark.serial
+@pytest.mark.slow
 def test_a_train_killed_by_sigkill_leaves_rays_agents_until_the_next_start(
     tmp_path: Path,
 ) -> None:
