@@ -119,7 +119,7 @@ def end_orphaned_agents() -> list[int]:
 
 def start_local(num_cpus: int | None = None) -> None:
     """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
-        TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
+    TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
     Ray's default has it (on), MPI and gloo of its workers on loopback
     (:func:`local_runtime_env`); first ends the Ray agents a killed run left
     (:func:`end_orphaned_agents`). ``docs/deploy.md`` lists what listens where."""
