@@ -8,8 +8,9 @@
 - ``refused``: runs the ``pdeladder`` console script on bad input and asserts one line, exit 2,
   nothing written.
 
-Helpers (imported: ``from .conftest import ...``): :func:`process_tree` and
-:func:`tcp_listeners`, a process tree and the TCP listeners its processes hold (/proc).
+Helpers (imported: ``from .conftest import ...``): :func:`alive`, whether a process runs;
+:func:`process_tree` and :func:`tcp_listeners`, a process tree and the TCP listeners its
+processes hold (/proc).
 """
 
 import ipaddress
@@ -112,6 +113,15 @@ def refused() -> Callable[..., str]:
 
 
 # -- processes and their listening sockets (Linux's /proc) --------------------------------------
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie, which a container's PID 1 may never reap, has ended."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def process_tree(pid: int) -> set[int]:

@@ -22,7 +22,7 @@ import pytest
 from pdeladder import network, ray_runtime
 from pdeladder.errors import UserInputError
 
-from .conftest import process_tree, tcp_listeners
+from .conftest import alive, process_tree, tcp_listeners
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 
@@ -231,15 +231,6 @@ def serving(port: int, env: dict[str, str], cwd: Path) -> Iterator[tuple[subproc
         proc.wait()
         reader.join(timeout=10)
         proc.stdout.close()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs: a zombie, which a container's PID 1 may never reap, has ended."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def gone(pids: set[int], timeout: float) -> bool:
