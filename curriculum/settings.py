@@ -81,6 +81,7 @@ class SelfImprovement(BaseModel):
         ge=0,
         le=10_000,
         description="give each draw a target: its residual's minimiser, this many L-BFGS steps "
-        "from the initial state held (0: no targets, the residual alone)",
+        "from the initial state held (a steady draw's: by Gauss-Newton; 0: no targets, the "
+        "residual alone)",
     )
     target_weight: float = Field(1.0, ge=0, description="weight of the data loss on the targets")

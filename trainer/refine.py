@@ -33,13 +33,26 @@ from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.losses.equation import family_views, residual_squares, wall_ends
+from pdeladder.trainer.losses.equation import (
+    family_views,
+    residual_points,
+    residual_squares,
+    wall_ends,
+)
 
 #: L-BFGS curvature pairs kept (each costs two inner products and two updates of a sample's
 #: size per step: more than 10 cost more time than they save iterations here).
 HISTORY = 10
 #: Armijo's sufficient-decrease constant and the fewest halvings of a step before giving up.
 ARMIJO, HALVINGS = 1e-4, 30
+#: Gauss–Newton iterations of :func:`least_squares` (one minimises a linear residual; a
+#: nonlinear one converges quadratically from a start near its minimiser).
+GAUSS_NEWTON = 4
+#: The most free values of one sample :func:`least_squares` takes: its Jacobian is dense,
+#: float64 (``4096²`` values are 128 MiB).
+DENSE_LIMIT = 4096
+#: The squared residual, relative to its start, at which :func:`least_squares` has converged.
+ROUNDING = 1e-24
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,82 @@ def refine(
     return Refined(x.to(fields.dtype), values)
 
 
+def dense_fits(given: torch.Tensor, batch: dict[str, Any], layout: SlotLayout) -> bool:
+    """Whether :func:`least_squares` takes every sample of ``batch`` (physical fields ``given``
+    ``(B, C_slots, T, X, Y, Z)``): at most :data:`DENSE_LIMIT` free values each."""
+    grid = batch["grid"]
+    for name, rows, fields, _, _ in family_views(given, given, batch, layout):
+        fam = get_family(name)
+        predicted = batch["predicted"][rows[0], layout.slot_indices(fam, grid.dim)].bool()
+        held = held_mask(fam, fields[:1], predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
+        if int((~held[0]).sum()) > DENSE_LIMIT:
+            return False
+    return True
+
+
+def least_squares(
+    family_name: str,
+    fields: torch.Tensor,
+    trivial: torch.Tensor,
+    params: torch.Tensor,
+    predicted: torch.Tensor,
+    grid,
+    iterations: int = GAUSS_NEWTON,
+) -> Refined:
+    """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
+    by Gauss–Newton, each iteration a dense least-squares solve ``min ‖J δ + R‖`` of the
+    residual ``R`` linearised at the iterate (``J`` its Jacobian in the free values, float64).
+
+    The route for what L-BFGS cannot reach: an elliptic residual's Hessian is conditioned as
+    ``h⁻⁴``, and L-BFGS from zero stalls far from its minimiser ("The residual's floor",
+    benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
+    (Darcy's pressure, heat's) exactly. Whole samples on one rank, each alone, of at most
+    :data:`DENSE_LIMIT` free values (``J`` is dense; :func:`dense_fits`), else ValueError.
+
+    Args: as :func:`refine`'s (``iterations`` in place of ``steps``).
+
+    Returns:
+        :class:`Refined`: the held values (:func:`held_mask`) as given, zero walls 0; the
+        relative residual at the start and after each iteration (an iteration that no longer
+        lowers it ends the sample's: its value repeats).
+    """
+    fam = get_family(family_name)
+    held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
+    free = (~held).flatten().nonzero().squeeze(1).to(fields.device)
+    if len(free) > DENSE_LIMIT:
+        raise ValueError(f"{len(free)} free values, more than a dense solve takes ({DENSE_LIMIT})")
+    x = fields.masked_fill(walls.to(fields.device), 0.0).double()
+    physics = params.double()
+    scale = 1.0 / residual_squares(family_name, trivial.double(), physics, grid).clamp_min(1e-20)
+    count = residual_points(family_name, x[:1], physics[:1], grid)[1]
+    out, curves = [], []
+    for i in range(len(x)):
+        base, p = x[i].flatten(), physics[i : i + 1]
+
+        def residual(v: torch.Tensor, base=base, p=p) -> torch.Tensor:
+            values = base.index_put((free,), v).reshape(1, *x.shape[1:])
+            return residual_points(family_name, values, p, grid)[0].flatten()
+
+        v = base[free]
+        r = residual(v)
+        value = r.square().sum()
+        curve = [value]
+        for _ in range(iterations):
+            jacobian = torch.func.jacrev(residual)(v)  # (residual points, free values)
+            step = torch.linalg.lstsq(jacobian, -r[:, None]).solution.squeeze(1)
+            r_next = residual(v + step)
+            if not r_next.square().sum() < value:  # converged to rounding
+                break
+            v, r, value = v + step, r_next, r_next.square().sum()
+            curve.append(value)
+            if value <= ROUNDING * curve[0]:  # a linear residual's one iteration
+                break
+        curve += [value] * (iterations + 1 - len(curve))
+        out.append(base.index_put((free,), v).reshape(x.shape[1:]))
+        curves.append(torch.stack(curve) / count * scale[i])
+    return Refined(torch.stack(out).to(fields.dtype), torch.stack(curves))
+
+
 def lbfgs(
     objective: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
     x: torch.Tensor,
@@ -230,6 +319,7 @@ def refine_batch(
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
     observe: Callable[[str, torch.Tensor, int, torch.Tensor], None] | None = None,
+    dense: bool = False,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The physical prediction ``pred`` ``(B, C_slots, T, X, Y, Z)`` of a batch whose physical
     fields are ``given`` (the same shape) with the given values put in (input channels, the
@@ -239,7 +329,8 @@ def refine_batch(
     Returns:
         (refined prediction, ``{family: relative residual per iteration (b, steps + 1)}``).
         ``observe(family, rows (b,), iteration, fields (b, C_f, T, X, Y, Z))``: see
-        :func:`refine`.
+        :func:`refine`. ``dense``: minimise by :func:`least_squares` instead, ``steps``
+        Gauss–Newton iterations (whole samples, no ``observe``).
     """
     grid = batch["grid"]
     slab = slab or Slab.whole(pred.shape[2:])
@@ -250,18 +341,23 @@ def refine_batch(
         slots = torch.tensor(layout.slot_indices(get_family(name), grid.dim), device=pred.device)
         if grid.snapshots > 1:
             fields = torch.cat([trivial[:, :, :1], fields[:, :, 1:]], dim=2)  # the given u(0)
+        predicted = batch["predicted"][rows[0], slots].bool()
         seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
-        done = refine(
-            name,
-            fields,
-            trivial,
-            params,
-            batch["predicted"][rows[0], slots].bool(),
-            grid,
-            steps,
-            slab=slab,
-            domain=domain,
-            observe=seen,
+        done = (
+            least_squares(name, fields, trivial, params, predicted, grid, steps)
+            if dense
+            else refine(
+                name,
+                fields,
+                trivial,
+                params,
+                predicted,
+                grid,
+                steps,
+                slab=slab,
+                domain=domain,
+                observe=seen,
+            )
         )
         out[rows[:, None], slots] = done.fields
         curves[name] = done.residual

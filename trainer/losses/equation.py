@@ -229,6 +229,22 @@ def residual_squares(
     """Mean square of :func:`step_residual` over the global grid's residual points, per sample
     ``(b,)`` (the same on every rank of ``domain``), of the fields ``(b, C_f, T, X, Y, Z)``
     (on ``slab``, as :func:`relative_residual`'s) completed by their walls."""
+    res, count = residual_points(family_name, fields, params, grid, slab=slab, domain=domain)
+    return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), domain) / count
+
+
+def residual_points(
+    family_name: str,
+    fields: torch.Tensor,
+    params: torch.Tensor,
+    grid,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
+) -> tuple[torch.Tensor, int]:
+    """The :func:`step_residual` ``(b, R, K, X', Y', Z')`` that this rank owns of the fields
+    ``(b, C_f, T, X, Y, Z)`` (on ``slab``, as :func:`relative_residual`'s) completed by their
+    walls, and the number of residual points per sample on the global grid."""
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
     halos, count = _halos(fam, fields, params, grid, slab, domain)
@@ -241,7 +257,7 @@ def residual_squares(
         first=slab.lo[0] - before,
         intervals=(slab.lo[0], min(slab.hi[0], grid.snapshots - 1)),
     )
-    return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), domain) / count
+    return res, count
 
 
 def initial_state(

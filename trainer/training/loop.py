@@ -45,7 +45,7 @@ from pdeladder.trainer.losses.weighting import combine
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.processor import DataProcessor
-from pdeladder.trainer.refine import refine_batch
+from pdeladder.trainer.refine import GAUSS_NEWTON, dense_fits, refine_batch
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import StageConfig
 from pdeladder.trainer.training.schedule import learning_rate
@@ -125,8 +125,8 @@ class UnsolvedPool:
     heat, Burgers and advection–diffusion that minimiser lies at the residual's discretisation
     error from the solver's data (benchmarks/RESULTS.md, "The residual that determines the
     solution"); it depends on the draw alone, not on the model, so a resumed run makes the same
-    targets. Steady draws keep none (the residual of an elliptic problem converges too slowly
-    under L-BFGS to give one) and are trained on the residual alone."""
+    targets. A steady draw's target is its residual's exact minimiser (:func:`targeted`: the
+    residual of an elliptic problem converges too slowly under L-BFGS to give one)."""
 
     def __init__(self, cfg: StageConfig, processor: DataProcessor):
         taken = solver_seeds(cfg.store_url, list(cfg.paths))
@@ -155,16 +155,21 @@ class UnsolvedPool:
 def targeted(
     processor: DataProcessor, draws: list[dict[str, Any]], steps: int
 ) -> list[dict[str, Any]]:
-    """One group's unsolved ``draws`` (one sample each), each with its residual's minimiser
-    from the initial state held as its fields and ``target`` set (:class:`UnsolvedPool`;
-    refined together, each alone); steady draws as they are, ``target`` unset."""
-    if draws[0]["grid"].snapshots == 1:
-        return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
+    """One group's unsolved ``draws`` (one sample each), each with its residual's minimiser as
+    its fields and ``target`` set (:class:`UnsolvedPool`; each alone): a time series's
+    ``steps`` L-BFGS steps from its initial state held, a steady draw's by Gauss–Newton
+    (:func:`~pdeladder.trainer.refine.least_squares`, where its Jacobian fits densely; beyond,
+    the draw as it is, ``target`` unset)."""
     tensors = [k for k, v in draws[0].items() if isinstance(v, torch.Tensor)]
     batch = {**draws[0], **{k: torch.cat([d[k] for d in draws]) for k in tensors}}
     given = processor.fields(batch)  # (B, C, T, X, Y, Z): snapshot 0 given, the rest zero
-    held = given[:, :, :1].expand_as(given)
-    out, _ = refine_batch(held, given, batch, processor.layout, steps)
+    steady = batch["grid"].snapshots == 1
+    if steady and not dense_fits(given, batch, processor.layout):
+        return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
+    held = given[:, :, :1].expand_as(given)  # steady: the inputs given, the rest zero
+    out, _ = refine_batch(
+        held, given, batch, processor.layout, GAUSS_NEWTON if steady else steps, dense=steady
+    )
     fields = out.movedim(1, 2).to(batch["fields"].dtype)  # the batch's (B, T, C, X, Y, Z)
     return [
         {**d, "fields": fields[i : i + 1], "target": torch.ones(1, dtype=torch.bool)}
@@ -237,7 +242,7 @@ def step_losses(
     loss = (
         self_improvement.residual_weight * eq_loss + self_improvement.data_anchor_weight * data_loss
     )
-    if self_improvement.refine_steps:  # the draws' targets (steady ones have none)
+    if self_improvement.refine_steps:  # the draws' targets (where a draw has one)
         has = unsolved["target"][:, None] & unsolved["predicted"]
         target_loss = relative_loss(
             unorm, processor.normalised(unsolved), has, slab=uslab, domain=domain
