@@ -85,3 +85,10 @@ class SelfImprovement(BaseModel):
         "residual alone)",
     )
     target_weight: float = Field(1.0, ge=0, description="weight of the data loss on the targets")
+    resolution: StrictInt | None = Field(
+        None,
+        ge=3,
+        le=4097,
+        description="grid points per axis of the draws (default: each group's own): a finer "
+        "grid than the data's trains the residual where no solve was paid for",
+    )

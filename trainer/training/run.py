@@ -13,6 +13,7 @@ Outputs under ``run_dir``::
 """
 
 import contextvars
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,12 +29,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pdeladder.curriculum.settings import SelfImprovement
 from pdeladder.dataset.format import group_path
 from pdeladder.dataset.moments import family_normalisation
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import absolute_url, open_store
 from pdeladder.errors import PdeladderError, StoreError, UserInputError
 from pdeladder.ray_runtime import ray_session
+from pdeladder.solvers.grid import Grid
 from pdeladder.trainer.distributed.choose import (
     StageSizing,
     check_parallel,
@@ -176,7 +179,9 @@ def stage_config(
         self_improvement=tr.self_improvement,
         unsolved=tuple(
             UnsolvedSpec(
-                e.family, g, {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()}
+                e.family,
+                unsolved_grid(g, tr.self_improvement),
+                {n: (r.low, r.high, r.scale) for n, r in e.params.resolved().items()},
             )
             for e, g in stage.groups()
         ),
@@ -190,6 +195,14 @@ def stage_config(
         shard=shard_for(parallel, ranks, sizing),
         threads=rank_threads(tr.threads, workers),
     )
+
+
+def unsolved_grid(grid: Grid, self_improvement: SelfImprovement | None) -> Grid:
+    """The grid of a group's unsolved draws: the group's, at ``self_improvement.resolution``
+    points per axis where it is set."""
+    if self_improvement is None or self_improvement.resolution is None:
+        return grid
+    return dataclasses.replace(grid, resolution=self_improvement.resolution)
 
 
 def export_model(checkpoint_dir: str, out: Path, extra: dict[str, Any]) -> Path:
