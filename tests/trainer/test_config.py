@@ -2,6 +2,7 @@
 driver built, needs of the curriculum only its family-free settings (the other modules load MPI),
 and a warm start only grows the Fourier modes."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -70,3 +71,24 @@ def test_a_stage_in_process_uses_every_cpu_and_a_ray_worker_its_reserved_one(tin
     assert configs[1].threads == len(os.sched_getaffinity(0))
     assert configs[2].threads == 1
     assert rank_threads(3, 1) == rank_threads(3, 2) == 3  # asked: on Ray, 3 CPUs reserved
+
+
+def test_the_phases_draws_take_self_improvements_resolution(tiny) -> None:
+    """``self_improvement.resolution``: the phase draws its samples on the groups' grids at
+    that many points per axis (the rest of each grid as it is); unset, on the groups' own."""
+    from pdeladder.curriculum.loader import parse_curriculum
+    from pdeladder.trainer.processor import DataProcessor
+    from pdeladder.trainer.training.loop import UnsolvedPool
+
+    spec, url, path = tiny
+    text = path.read_text().replace(
+        "data_anchor_weight: 0.1}", "data_anchor_weight: 0.1, resolution: 65}"
+    )
+    finer = parse_curriculum(text, str(path)).stage("s1")
+    layout = build_layout(spec, url, [spec.stage("s1")])
+    own = stage_config(spec, spec.stage("s1"), layout, url, None, **OPTIONS)
+    cfg = stage_config(spec, finer, layout, url, None, **OPTIONS)
+    (mine,), (grid,) = [u.grid for u in own.unsolved], [u.grid for u in cfg.unsolved]
+    assert mine.resolution == 17 and grid == dataclasses.replace(mine, resolution=65)
+    batch = UnsolvedPool(cfg, DataProcessor(layout)).batch(0, 0)
+    assert batch["grid"] == grid and batch["fields"].shape[-3:] == (65, 1, 1)
