@@ -32,7 +32,7 @@ from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.distributed.collectives import DomainGroup
+from pdeladder.trainer.distributed.collectives import DomainGroup, gather_x
 from pdeladder.trainer.losses.equation import (
     family_views,
     residual_points,
@@ -45,9 +45,6 @@ from pdeladder.trainer.losses.equation import (
 HISTORY = 10
 #: Armijo's sufficient-decrease constant and the fewest halvings of a step before giving up.
 ARMIJO, HALVINGS = 1e-4, 30
-#: Gauss–Newton iterations of :func:`least_squares` (one minimises a linear residual; a
-#: nonlinear one converges quadratically from a start near its minimiser).
-GAUSS_NEWTON = 4
 #: The most free values of one sample :func:`least_squares` takes: its Jacobian is dense,
 #: float64 (``4096²`` values are 128 MiB).
 DENSE_LIMIT = 4096
@@ -153,17 +150,16 @@ def refine(
     return Refined(x.to(fields.dtype), values)
 
 
-def dense_fits(given: torch.Tensor, batch: dict[str, Any], layout: SlotLayout) -> bool:
-    """Whether :func:`least_squares` takes every sample of ``batch`` (physical fields ``given``
-    ``(B, C_slots, T, X, Y, Z)``): at most :data:`DENSE_LIMIT` free values each."""
-    grid = batch["grid"]
-    for name, rows, fields, _, _ in family_views(given, given, batch, layout):
-        fam = get_family(name)
-        predicted = batch["predicted"][rows[0], layout.slot_indices(fam, grid.dim)].bool()
-        held = held_mask(fam, fields[:1], predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
-        if int((~held[0]).sum()) > DENSE_LIMIT:
-            return False
-    return True
+def dense(family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int) -> bool:
+    """Whether a sample of ``family_name`` on the global grid ``shape`` ``(T, X, Y, Z)``, its
+    channels ``predicted`` ``(C_f,)``, is refined by :func:`least_squares`: steady (``T`` 1),
+    with at most :data:`DENSE_LIMIT` free values (:func:`held_mask`)."""
+    if shape[0] != 1:
+        return False
+    fam = get_family(family_name)
+    probe = torch.empty((1, len(predicted), *shape), device="meta")
+    held = held_mask(fam, probe, predicted.cpu(), dim, Slab.whole(shape))[0]
+    return int((~held).sum()) <= DENSE_LIMIT
 
 
 def least_squares(
@@ -173,7 +169,8 @@ def least_squares(
     params: torch.Tensor,
     predicted: torch.Tensor,
     grid,
-    iterations: int = GAUSS_NEWTON,
+    iterations: int,
+    observe: Callable[[int, torch.Tensor], None] | None = None,
 ) -> Refined:
     """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
     by Gauss–Newton, each iteration a dense least-squares solve ``min ‖J δ + R‖`` of the
@@ -182,10 +179,12 @@ def least_squares(
     The route for what L-BFGS cannot reach: an elliptic residual's Hessian is conditioned as
     ``h⁻⁴``, and L-BFGS from zero stalls far from its minimiser ("The residual's floor",
     benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
-    (Darcy's pressure, heat's) exactly. Whole samples on one rank, each alone, of at most
-    :data:`DENSE_LIMIT` free values (``J`` is dense; :func:`dense_fits`), else ValueError.
+    (Darcy's pressure, heat's) exactly, and the iteration stops there. Whole samples on one
+    rank, each alone, of at most :data:`DENSE_LIMIT` free values (``J`` is dense), else
+    ValueError.
 
-    Args: as :func:`refine`'s (``iterations`` in place of ``steps``).
+    Args: as :func:`refine`'s (``iterations``, at most, in place of ``steps``);
+        ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
 
     Returns:
         :class:`Refined`: the held values (:func:`held_mask`) as given, zero walls 0; the
@@ -212,7 +211,7 @@ def least_squares(
         v = base[free]
         r = residual(v)
         value = r.square().sum()
-        curve = [value]
+        curve, iterates = [value], [v]
         for _ in range(iterations):
             jacobian = torch.func.jacrev(residual)(v)  # (residual points, free values)
             step = torch.linalg.lstsq(jacobian, -r[:, None]).solution.squeeze(1)
@@ -221,12 +220,16 @@ def least_squares(
                 break
             v, r, value = v + step, r_next, r_next.square().sum()
             curve.append(value)
+            iterates.append(v)
             if value <= ROUNDING * curve[0]:  # a linear residual's one iteration
                 break
         curve += [value] * (iterations + 1 - len(curve))
-        out.append(base.index_put((free,), v).reshape(x.shape[1:]))
+        iterates += [v] * (iterations + 1 - len(iterates))
+        out.append([base.index_put((free,), u).reshape(x.shape[1:]) for u in iterates])
         curves.append(torch.stack(curve) / count * scale[i])
-    return Refined(torch.stack(out).to(fields.dtype), torch.stack(curves))
+    for k in range(iterations + 1 if observe is not None else 0):
+        observe(k, torch.stack([o[k] for o in out]).to(fields.dtype))
+    return Refined(torch.stack([o[-1] for o in out]).to(fields.dtype), torch.stack(curves))
 
 
 def lbfgs(
@@ -319,18 +322,18 @@ def refine_batch(
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
     observe: Callable[[str, torch.Tensor, int, torch.Tensor], None] | None = None,
-    dense: bool = False,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The physical prediction ``pred`` ``(B, C_slots, T, X, Y, Z)`` of a batch whose physical
     fields are ``given`` (the same shape) with the given values put in (input channels, the
-    initial state) and every family's rows refined by :func:`refine` (on the x ``slab`` of the
-    global grid, split over ``domain``).
+    initial state) and every family's rows refined by ``steps`` iterations (on the x ``slab``
+    of the global grid, split over ``domain``): of :func:`least_squares` where the samples are
+    steady and small enough (:func:`dense`; on slabs, every rank solves the gathered sample
+    and keeps its rows), of :func:`refine`'s L-BFGS elsewhere.
 
     Returns:
         (refined prediction, ``{family: relative residual per iteration (b, steps + 1)}``).
         ``observe(family, rows (b,), iteration, fields (b, C_f, T, X, Y, Z))``: see
-        :func:`refine`. ``dense``: minimise by :func:`least_squares` instead, ``steps``
-        Gauss–Newton iterations (whole samples, no ``observe``).
+        :func:`refine`.
     """
     grid = batch["grid"]
     slab = slab or Slab.whole(pred.shape[2:])
@@ -343,10 +346,12 @@ def refine_batch(
             fields = torch.cat([trivial[:, :, :1], fields[:, :, 1:]], dim=2)  # the given u(0)
         predicted = batch["predicted"][rows[0], slots].bool()
         seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
-        done = (
-            least_squares(name, fields, trivial, params, predicted, grid, steps)
-            if dense
-            else refine(
+        if dense(name, predicted, slab.shape, grid.dim):
+            done = dense_slab(
+                name, fields, trivial, params, predicted, grid, steps, slab, domain, seen
+            )
+        else:
+            done = refine(
                 name,
                 fields,
                 trivial,
@@ -358,7 +363,36 @@ def refine_batch(
                 domain=domain,
                 observe=seen,
             )
-        )
         out[rows[:, None], slots] = done.fields
         curves[name] = done.residual
     return out, curves
+
+
+def dense_slab(
+    family_name: str,
+    fields: torch.Tensor,
+    trivial: torch.Tensor,
+    params: torch.Tensor,
+    predicted: torch.Tensor,
+    grid,
+    iterations: int,
+    slab: Slab,
+    domain: DomainGroup | None,
+    observe: Callable[[int, torch.Tensor], None] | None,
+) -> Refined:
+    """:func:`least_squares` of the samples whose x ``slab`` this rank holds: on one rank as
+    it is; split over ``domain``, of the gathered samples (a dense one is small), every rank
+    the same, each keeping its slab's rows."""
+    if domain is None or not slab.is_split(1):
+        return least_squares(
+            family_name, fields, trivial, params, predicted, grid, iterations, observe
+        )
+    lo, n = slab.lo[1], slab.hi[1] - slab.lo[1]
+
+    def mine(x: torch.Tensor) -> torch.Tensor:
+        return x.narrow(-3, lo, n)
+
+    seen = None if observe is None else (lambda k, x: observe(k, mine(x)))
+    whole = [gather_x(t, slab, domain) for t in (fields, trivial)]
+    done = least_squares(family_name, *whole, params, predicted, grid, iterations, seen)
+    return Refined(mine(done.fields).contiguous(), done.residual)

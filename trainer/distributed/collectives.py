@@ -202,3 +202,24 @@ def scatter_sum(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
 def gather_shares(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     """Every domain rank's share ``x`` ``(s, ...)``, concatenated in rank order ``(k · s, ...)``."""
     return _GatherShares.apply(x, domain)
+
+
+def gather_x(x: torch.Tensor, slab: Slab, domain: DomainGroup) -> torch.Tensor:
+    """The whole x axis of ``x`` ``(..., x, Y, Z)``, of which each rank of ``domain`` holds the
+    rows ``[slab.lo[1], slab.hi[1])`` (every rank the same other axes): every rank gets all
+    ``slab.shape[1]`` rows, in order (uneven slabs too). Data movement, no autograd."""
+    bounds = torch.tensor([slab.lo[1], slab.hi[1]], device=x.device)
+    domain.sent["all_gather"] += bounds.numel() * bounds.element_size()
+    every = _all_gather(bounds, domain).view(-1, 2).tolist()
+    widest = max(hi - lo for lo, hi in every)
+    rows = x.movedim(-3, 0)
+    padded = torch.cat([rows, rows.new_zeros(widest - len(rows), *rows.shape[1:])])
+    domain.sent["all_gather"] += padded.numel() * padded.element_size()
+    parts = _all_gather(padded, domain).split(widest)
+    whole = torch.cat(
+        [
+            p[: hi - lo]
+            for (lo, hi), p in sorted(zip(every, parts, strict=True), key=lambda e: e[0][0])
+        ]
+    )
+    return whole.movedim(0, -3)

@@ -45,7 +45,7 @@ from pdeladder.trainer.losses.weighting import combine
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.processor import DataProcessor
-from pdeladder.trainer.refine import GAUSS_NEWTON, dense_fits, refine_batch
+from pdeladder.trainer.refine import dense, refine_batch
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import StageConfig
 from pdeladder.trainer.training.schedule import learning_rate
@@ -163,13 +163,13 @@ def targeted(
     tensors = [k for k, v in draws[0].items() if isinstance(v, torch.Tensor)]
     batch = {**draws[0], **{k: torch.cat([d[k] for d in draws]) for k in tensors}}
     given = processor.fields(batch)  # (B, C, T, X, Y, Z): snapshot 0 given, the rest zero
-    steady = batch["grid"].snapshots == 1
-    if steady and not dense_fits(given, batch, processor.layout):
+    grid, layout = batch["grid"], processor.layout
+    fam = processor.family(batch)
+    predicted = batch["predicted"][0, layout.slot_indices(fam, grid.dim)].bool()
+    if grid.snapshots == 1 and not dense(fam.name, predicted, given.shape[2:], grid.dim):
         return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
     held = given[:, :, :1].expand_as(given)  # steady: the inputs given, the rest zero
-    out, _ = refine_batch(
-        held, given, batch, processor.layout, GAUSS_NEWTON if steady else steps, dense=steady
-    )
+    out, _ = refine_batch(held, given, batch, layout, steps)
     fields = out.movedim(1, 2).to(batch["fields"].dtype)  # the batch's (B, T, C, X, Y, Z)
     return [
         {**d, "fields": fields[i : i + 1], "target": torch.ones(1, dtype=torch.bool)}
