@@ -38,8 +38,9 @@ Refine = Annotated[
     str,
     typer.Option(
         metavar="N",
-        help="Improve each predicted rollout by N L-BFGS steps against its family's PDE "
-        "residual, the initial state, inputs and zero walls held (0: off).",
+        help="Improve each predicted rollout by N iterations against its family's PDE "
+        "residual, the initial state, inputs and zero walls held: L-BFGS, or Gauss-Newton "
+        "for a small steady sample (0: off).",
     ),
 ]
 
