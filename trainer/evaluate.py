@@ -33,8 +33,6 @@ uninterrupted run writes.
 """
 
 import hashlib
-import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,6 +48,7 @@ from pdeladder.curriculum.spec import HELD_OUT
 from pdeladder.dataset.catalog import Catalog, select_groups
 from pdeladder.dataset.format import OK, group_key
 from pdeladder.dataset.group import Group
+from pdeladder.dataset.ledger import Ledger
 from pdeladder.dataset.loader import StoreDataset
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.dataset.store import open_store
@@ -240,11 +239,11 @@ def evaluate_checkpoint(
         )
         job = evaluation_job(checkpoint, store_url, symmetrize=symmetrize, **settings)
         previous = make_output(out_dir, COMMAND, [store_url, checkpoint], resume=True)
-        ledger = Ledger.open(Path(out_dir), job, previous)
+        ledger = Ledger.open(Path(out_dir, LEDGER), job, previous)
     recorded = {
-        path: report
+        path: done["report"]
         for path, c in chosen.items()
-        if (report := ledger.report(path, c.group, c.evaluated) if ledger else None) is not None
+        if (done := ledger.done(path, c.group, c.evaluated) if ledger else None) is not None
     }
     total = sum(len(c.evaluated) for c in chosen.values())
     advance = progress(total) if progress else lambda path, samples: None
@@ -313,7 +312,7 @@ def evaluate_checkpoint(
             groups[path] = report
             if ledger is not None:  # its figure, then its report: recorded once both landed
                 plot_group(path, pred, truth, batch, layout, figure_file(Path(out_dir), path))
-                ledger.record(path, g, test, report)
+                ledger.record(path, g, test, report=report)
             if domain_ranks == 1:
                 advance(path, len(test))
     groups = {path: groups[path] for path in chosen}  # the store's order, resumed or not
@@ -352,63 +351,6 @@ def evaluation_job(checkpoint: str | Path, store_url: str, **settings: Any) -> d
         "store": store_url,
         **settings,
     }
-
-
-class Ledger:
-    """The record of an evaluation in progress, ``OUT/scored.json``: its job and every scored
-    group's report with the samples it scored, rewritten whole (a temporary file renamed over
-    it) after each group, so that a kill leaves the last complete record. A group is recorded
-    after its figure is written; its record is the resumed run's report of it, as it was."""
-
-    def __init__(self, file: Path, job: dict[str, Any], resumed: bool, state: dict[str, Any]):
-        self.file, self.job, self.resumed, self.state = file, job, resumed, state
-
-    @classmethod
-    def open(cls, out: Path, job: dict[str, Any], previous: bool) -> "Ledger":
-        """The ledger of ``out``: the record there when it is of ``job`` (and ``out`` held a
-        ``previous`` evaluation), else a new one (another job's record is replaced, and the
-        caller replaces its predictions)."""
-        file = out / LEDGER
-        state = None
-        if previous and file.is_file():
-            try:
-                state = json.loads(file.read_text())
-            except ValueError:
-                state = None  # not a record this version wrote: started afresh
-        resumed = isinstance(state, dict) and state.get("job") == job
-        ledger = cls(file, job, resumed, state if resumed else {"job": job, "groups": {}})
-        if not resumed:
-            ledger.save()
-        return ledger
-
-    def report(self, path: str, group: Group, samples: np.ndarray) -> dict[str, Any] | None:
-        """The recorded report of group ``path`` if it scored exactly ``samples`` of ``group``
-        as they are now (their checksums: a store regenerated or changed since is scored
-        again)."""
-        entry = self.state["groups"].get(path)
-        if entry is None or entry["samples"] != [int(i) for i in samples]:
-            return None
-        now = self.scored(group, samples)["checksums"]
-        return entry["report"] if entry.get("checksums") == now else None
-
-    def record(self, path: str, group: Group, samples: np.ndarray, report: dict[str, Any]) -> None:
-        """Record group ``path``'s ``report`` of ``samples`` of ``group``."""
-        self.state["groups"][path] = {**self.scored(group, samples), "report": report}
-        self.save()
-
-    @staticmethod
-    def scored(group: Group, samples: np.ndarray) -> dict[str, list[int]]:
-        """``samples`` (ok ones, as evaluation chooses) and their checksums; only their
-        records are read."""
-        only = np.zeros(group.n_samples, np.uint8)
-        only[samples] = OK
-        sums = group.checksums(only)[samples]
-        return {"samples": [int(i) for i in samples], "checksums": [int(c) for c in sums]}
-
-    def save(self) -> None:
-        part = self.file.with_name(self.file.name + ".part")
-        part.write_text(json.dumps(self.state))
-        os.replace(part, self.file)
 
 
 def predicted(url: str, path: str, samples: list[int]) -> int:
