@@ -6,7 +6,7 @@ measurement alternates its sides, ``REPEATS`` times, and keeps each side's best 
 write goes into a new folder, removed after its timing.
 
 1. Read, producing the same thing on both sides: batches of ``BATCH`` samples in the same
-   shuffled order as a float32 torch tensor ``(B, T, C, X, Y, Z)``, physical (what the loader
+   shuffled order as a float32 torch tensor ``(B, C, T, X, Y, Z)``, physical (what the loader
    hands the trainer), and normalised with the same per-channel mean and std.
 
    - pdeladder: iterating :class:`StoreDataset` (its prefetch threads read each sample's
@@ -150,7 +150,7 @@ def h5py_batches(path: Path, order: list[int], stats: tuple[float, float] | None
             items = [torch.as_tensor(u[i]) for i in order[first : first + BATCH]]
             if stats is not None:
                 items = [(x - stats[0]) / stats[1] for x in items]
-            batch = torch.stack(items)[:, :, None, :, :, None]  # (B, T, 1, X, Y, 1)
+            batch = torch.stack(items)[:, None, :, :, :, None]  # (B, 1, T, X, Y, 1)
             seen += batch.shape[0]
     return seen
 

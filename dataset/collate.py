@@ -143,10 +143,10 @@ class RecycledArrays:
     measured), more than reading the same bytes from the page cache on a busy machine.
 
     One rule for every lifetime: the loader's batches' ``normalised`` arrays live as long as
-    the consumer keeps the batch, a reader thread's scratch arrays (samples whose slot in the
-    batch is not contiguous) until that read returns. Up to ``keep`` free arrays of each shape
-    are kept; ``None`` keeps every one given back, for arrays whose number in use is bounded
-    (the scratch: threads × samples a job). Thread-safe; an array is never handed out twice
+    the consumer keeps the batch, a reader thread's scratch arrays (samples not read straight
+    into their slot of the batch) until that read returns. Up to ``keep`` free arrays of each
+    shape are kept; ``None`` keeps every one given back, for arrays whose number in use is
+    bounded (the scratch: threads × samples a job). Thread-safe; an array is never handed out twice
     while in use."""
 
     def __init__(self, keep: int | None = None):
@@ -173,12 +173,12 @@ class RecycledArrays:
 
 
 def new_fields(layout: SlotLayout, family: str, dim: int, shape: tuple[int, ...]) -> np.ndarray:
-    """A batch's fields array for ``B`` samples of ``family`` of ``shape``
-    ``(B, T, C_f, X, Y, Z)``: float32 ``(B, T, C, X, Y, Z)``, zeros in the slots the family
-    leaves empty (its own are for the caller to fill)."""
+    """A batch's fields array for ``B`` samples of ``family`` stacked as the store holds them,
+    ``(B, T, C_f, X, Y, Z)``: float32 ``(B, C, T, X, Y, Z)``, zeros in the slots the family
+    leaves empty (its own are for the caller to fill, each sample transposed)."""
     B, T, C_f, *space = shape
     full = C_f == len(layout.slots)
-    return (np.empty if full else np.zeros)((B, T, len(layout.slots), *space), np.float32)
+    return (np.empty if full else np.zeros)((B, len(layout.slots), T, *space), np.float32)
 
 
 def collate(items: list[Item], catalog: Catalog) -> dict[str, Any]:
@@ -212,12 +212,13 @@ def make_batch(
     group: str | None = None,
     index: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The batch of one family's ``(B, T, C_f, X, Y, Z)`` physical fields (the whole grid, or
-    one rank's slab of it) and ``(B, P_f)`` params: :meth:`FamilySlots.batch` of them in
-    slots (``params_norm`` computed unless given)."""
+    """The batch of one family's physical fields, samples in the store's order stacked
+    ``(B, T, C_f, X, Y, Z)`` (the whole grid, or one rank's slab of it), and ``(B, P_f)``
+    params: :meth:`FamilySlots.batch` of them in slots, ``(B, C, T, X, Y, Z)``
+    (``params_norm`` computed unless given)."""
     family_slots = FamilySlots.of(layout, family, grid.dim)
     slotted = new_fields(layout, family, grid.dim, fields.shape)
-    slotted[:, :, family_slots.where] = fields
+    slotted[:, family_slots.where] = fields.swapaxes(1, 2)
     if params_norm is None:
         params_norm = layout.normalise_params(get_family(family), params)
     return family_slots.batch(
@@ -257,7 +258,7 @@ class FamilySlots:
         normalised: np.ndarray | None = None,
     ) -> dict[str, Any]:
         """The batch dict documented in :mod:`pdeladder.dataset.loader` around ``fields``
-        ``(B, T, C, X, Y, Z)``, already in these slots, and ``params`` ``(B, P_f)`` with their
+        ``(B, C, T, X, Y, Z)``, already in these slots, and ``params`` ``(B, P_f)`` with their
         :meth:`~pdeladder.dataset.slots.SlotLayout.normalise_params`, of samples ``index`` of
         ``group`` (None and -1 for samples not from a store); with ``normalised`` (``fields``
         normalised, same shape) under that key too."""

@@ -7,9 +7,10 @@ params and the slot layout read once) → plan the batches (a pure function of t
 data-parallel rank ``i mod dp``) → per sample (a job: one large sample, or several small
 ones of a batch, ``JOB_BYTES``), in background threads running ``prefetch`` batches' samples
 ahead (as many threads as cores for a local store, one per read up to 16 for a remote one):
-read it straight into its slot of the batch array where that slot is contiguous, else into an
-array the thread reuses (a local store's uncompressed chunks straight from the file, others
-decoded in place), checking its checksum → once a batch's samples are in, collate the rest
+read it straight into its slot of the batch array where that slot's bytes are the sample's
+(a slice of slots, and one channel or one snapshot), else into an array the thread reuses and
+from there, transposed, into its slot (a local store's uncompressed chunks straight from the
+file, others decoded in place), checking its checksum → once a batch's samples are in, collate the rest
 around it. The consumer only takes finished batches; the samples of one batch are read side
 by side, so even the first batch comes in a fraction of a batch's read time. With
 ``prefetch=0`` the same jobs run in the consumer's thread instead. The store's metadata, the
@@ -22,7 +23,7 @@ about ``1/k`` of the sample plus at most one chunk), never the whole sample.
 
 Each item is one batch, a dict (every sample in it of one group, so of one family and grid)::
 
-    fields      float32 (B, T, C, X, Y, Z)  physical units, in the layout's channel slots
+    fields      float32 (B, C, T, X, Y, Z)  physical units, in the layout's channel slots
                                             (zeros where absent); x is this rank's slab with a
                                             domain group; for unsolved draws only snapshot 0
                                             is meaningful
@@ -38,7 +39,7 @@ Each item is one batch, a dict (every sample in it of one group, so of one famil
 
 With ``normalise=True`` a batch also holds
 
-    normalised  float32 (B, T, C, X, Y, Z)  ``fields`` normalised (0 where absent)
+    normalised  float32 (B, C, T, X, Y, Z)  ``fields`` normalised (0 where absent)
 
 made in the reader threads, each job's samples right after their read, so that the consumer
 does not pay that pass. Either way one :class:`~pdeladder.dataset.slots.Normaliser` normalises
@@ -296,19 +297,20 @@ class StoreDataset(IterableDataset):
         if rows is not None:
             if rows[1] > rows[0]:
                 for b in run:
-                    fields[b][:, where] = group.read_slab(int(indices[b]), "x", *rows)
+                    fields[b][where] = group.read_slab(int(indices[b]), "x", *rows).swapaxes(0, 1)
             return
-        # straight into the batch where a sample's slot is contiguous, else via an array of
-        # this thread's
-        views = [fields[b, :, where] if isinstance(where, slice) else None for b in run]
-        dests = [v if v is not None and v.flags.c_contiguous else None for v in views]
+        # a sample (T, C_f, X, Y, Z) straight into its slot (C_f, T, X, Y, Z) where their bytes
+        # are the same (a slice of slots, and C_f or T is 1), else via an array of this thread's
+        shape = group.chunks["fields"].shape
+        direct = isinstance(where, slice) and 1 in shape[:2]
+        dests = [fields[b, where].reshape(shape) if direct else None for b in run]
         missing = [k for k, d in enumerate(dests) if d is None]
         for k in missing:
-            dests[k] = reader.scratch.take(group.chunks["fields"].shape)
+            dests[k] = reader.scratch.take(shape)
         items = [(group, int(indices[b]), int(entry.checksums[indices[b]])) for b in run]
         read_samples(items, out=dests)
         for k in missing:
-            fields[run[k]][:, where] = dests[k]
+            fields[run[k]][where] = dests[k].swapaxes(0, 1)
 
     def _process_reader(self) -> "_Reader":
         """This process's reader, made on its first epoch and kept for the next ones."""
@@ -353,7 +355,7 @@ class _Reader:
     depth: int  # jobs read ahead, which sizes the pool
     groups: dict[str, Group]
     pool: ThreadPoolExecutor
-    scratch: RecycledArrays  # the threads' arrays for samples whose slot is not contiguous
+    scratch: RecycledArrays  # the threads' arrays for samples not read straight into their slot
     normalised: RecycledArrays  # the batches' normalised arrays
     slots: dict[str, FamilySlots]  # per group: what its batches share
     statistics: dict[str, tuple[torch.Tensor, torch.Tensor]]  # per group, normalising: mean, std

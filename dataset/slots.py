@@ -2,7 +2,7 @@
 
 Every family's channels map to named **slots** (the union of channel names over the families of
 a curriculum, in order of first appearance: ``u``, ``v``, ``p``, ``a`` ...), so a batch mixing
-families is one ``(B, T, C_slots, X, Y, Z)`` tensor with a ``(B, C_slots)`` mask. Parameters
+families is one ``(B, C_slots, T, X, Y, Z)`` tensor with a ``(B, C_slots)`` mask. Parameters
 fill the first ``P_f`` of ``n_params`` slots in the family's order. Fields are normalised per
 (family, slot) with the store's statistics, parameters to ``[-1, 1]`` over the family's
 admissible range (log-scaled where it spans more than a decade).
@@ -124,9 +124,10 @@ class Normaliser:
     """A layout's field statistics as tensors ``(families, C_slots)`` on ``device``, applied to
     batches in both directions."""
 
-    # Both directions work on views with the grid points flattened: on the CPU, broadcasting
+    # Both directions work on ``(B, C, T·X·Y·Z)`` views: on the CPU, broadcasting
     # per-(sample, channel) statistics over six axes with trailing singletons is about 20x
-    # slower than over four (measured with torch 2.9, one thread), the same values.
+    # slower than over the points flattened (measured with torch 2.9, one thread), the same
+    # values.
 
     def __init__(self, layout: SlotLayout, device: torch.device | str = "cpu"):
         n = len(layout.families)
@@ -141,12 +142,12 @@ class Normaliser:
     def statistics(
         self, family: torch.Tensor, present: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and std ``(B, 1, C, 1)`` of samples of ``family`` ``(B,)`` with slots
+        """Mean and std ``(B, C, 1)`` of samples of ``family`` ``(B,)`` with slots
         ``present`` ``(B, C)``, as :meth:`apply` takes them: the mean is 0 in absent slots, so
         their zeros stay 0. Samples of one group share theirs (``B = 1`` broadcasts)."""
         b, c = present.shape
-        mean, std = self.mean_std(family, (b, 1, c, 1))
-        return mean * present.view(b, 1, c, 1), std
+        mean, std = self.mean_std(family, (b, c, 1))
+        return mean * present.view(b, c, 1), std
 
     def normalise(
         self,
@@ -155,7 +156,7 @@ class Normaliser:
         present: torch.Tensor,
         out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Physical ``fields`` ``(B, T, C, X, Y, Z)`` of samples of ``family`` ``(B,)`` with slots
+        """Physical ``fields`` ``(B, C, T, X, Y, Z)`` of samples of ``family`` ``(B,)`` with slots
         ``present`` ``(B, C)`` normalised, same layout (into ``out``, contiguous, when given);
         absent slots hold zeros and stay 0."""
         return self.apply(fields, *self.statistics(family, present), out=out)
@@ -167,16 +168,16 @@ class Normaliser:
         std: torch.Tensor,
         out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``(fields - mean) / std`` of ``(B, T, C, X, Y, Z)`` fields with their
+        """``(fields - mean) / std`` of ``(B, C, T, X, Y, Z)`` fields with their
         :meth:`statistics`, same layout (into ``out``, contiguous, when given): two passes,
         no temporary."""
-        b, t, c, *space = fields.shape
-        flat = fields.reshape(b, t, c, math.prod(space))
+        b, c, *rest = fields.shape
+        flat = fields.reshape(b, c, math.prod(rest))
         dest = None if out is None else out.view(flat.shape)
         return torch.sub(flat, mean, out=dest).div_(std).view(fields.shape)
 
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
-        """Normalised ``(B, C, T, X, Y, Z)`` (model layout) → physical units, same layout."""
+        """Normalised ``(B, C, T, X, Y, Z)`` → physical units, same layout."""
         b, c, *rest = pred.shape
         mean, std = self.mean_std(family, (b, c, 1))
         return (pred.reshape(b, c, math.prod(rest)) * std + mean).view(pred.shape)

@@ -76,7 +76,7 @@ def test_a_readme_example_runs_as_printed(demo_folder: Path, index: int) -> None
     printed = run.stdout.strip().splitlines()[-1]
     expected = [
         r"\[0\.01 +0\.02 +0\.03\] -?\d",  # the decoded diffusivities, then a mean
-        r"refine/heat/2d_n33_t11 \(4, 11, 1, 33, 33, 1\)",
+        r"refine/heat/2d_n33_t11 \(4, 1, 11, 33, 33, 1\)",
         r"\(1, 11, 33, 33\)",
     ][index]
     assert re.match(expected, printed), printed

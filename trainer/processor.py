@@ -3,14 +3,14 @@ physical fields. The training loop only calls ``inputs`` → model → ``physica
 
 A **batch** is the loader's dict (:mod:`pdeladder.dataset.loader` documents its keys and
 shapes; :func:`pdeladder.dataset.collate.make_batch` makes one without a store): physical
-``fields`` ``(B, T, C, X, Y, Z)`` in the layout's channel slots, all of one group's grid.
+``fields`` ``(B, C, T, X, Y, Z)`` in the layout's channel slots, all of one group's grid.
 
-The processor is the one boundary between that order, the store's ``(T, C, X, Y, Z)`` per
-sample, and the model's ``(B, C, T, X, Y, Z)``: :meth:`DataProcessor.fields` and
-:meth:`DataProcessor.normalised` return the batch's fields in the model's order, and everything
-after them works in it (the model, the data and equation losses, every family's residual, the
-held-out scores, evaluation; prediction turns each sample back to ``(T, C, ...)`` only where it
-writes it).
+One axis order from the batch on: the collate (:func:`~pdeladder.dataset.collate.make_batch`,
+the loader's reads) transposes each of the store's ``(T, C, X, Y, Z)`` samples into the batch's
+``(B, C, T, X, Y, Z)`` while slotting it, and everything after works in that order (the
+normalisation, the model, the data and equation losses, every family's residual, the held-out
+scores, evaluation); prediction turns each sample back to ``(T, C, X, Y, Z)`` only where it
+writes it (:mod:`pdeladder.trainer.predict`).
 """
 
 from collections.abc import Sequence
@@ -43,19 +43,17 @@ class DataProcessor:
         }
 
     def fields(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The batch's physical fields on the device, in the model's order
-        ``(B, C, T, X, Y, Z)``."""
-        return _model_order(batch["fields"].to(self.device, non_blocking=True))
+        """The batch's physical fields ``(B, C, T, X, Y, Z)`` on the device."""
+        return batch["fields"].to(self.device, non_blocking=True)
 
     def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
-        """The batch's fields normalised, in the model's order ``(B, C, T, X, Y, Z)`` (0 where
-        absent): the loader's ``normalised`` where its threads made it
-        (``StoreDataset(normalise=True)``, with the same
-        :class:`~pdeladder.dataset.slots.Normaliser`), else normalised here."""
+        """The batch's fields normalised, ``(B, C, T, X, Y, Z)`` (0 where absent): the loader's
+        ``normalised`` where its threads made it (``StoreDataset(normalise=True)``, with the
+        same :class:`~pdeladder.dataset.slots.Normaliser`), else normalised here."""
         if "normalised" in batch:
-            return _model_order(batch["normalised"].to(self.device, non_blocking=True))
+            return batch["normalised"].to(self.device, non_blocking=True)
         fields, family, present = batch["fields"], batch["family"], batch["present"]
-        return _model_order(self.normaliser.normalise(fields, family, present))
+        return self.normaliser.normalise(fields, family, present)
 
     def inputs(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Model inputs ``x`` ``(B, 2C + n_params, T, X, Y, Z)`` and ``family`` ``(B,)``.
@@ -90,10 +88,10 @@ class DataProcessor:
         (:func:`~pdeladder.trainer.distributed.symmetry.move`; every rank of the group passes
         the same ``moves``)."""
         slots, fields, family = self.layout.slots, batch["fields"], self.family(batch)
-        out = torch.empty_like(fields)  # (B, T, C, X, Y, Z)
+        out = torch.empty_like(fields)  # (B, C, T, X, Y, Z)
         for g in dict.fromkeys(moves):  # each element once, in the same order on every rank
             rows = torch.tensor([i for i, m in enumerate(moves) if m == g], device=fields.device)
-            out[rows] = move(fields[rows], g, slots, family.vectors, 2, slab, domain)
+            out[rows] = move(fields[rows], g, slots, family.vectors, 1, slab, domain)
         moved = {**batch, "fields": out}
         if "normalised" in batch:
             moved["normalised"] = self.normaliser.normalise(out, batch["family"], batch["present"])
@@ -102,8 +100,3 @@ class DataProcessor:
     def physical(self, pred: torch.Tensor, family: torch.Tensor) -> torch.Tensor:
         """Model output ``(B, C, T, X, Y, Z)`` (normalised) → physical units, same order."""
         return self.normaliser.physical(pred, family)
-
-
-def _model_order(fields: torch.Tensor) -> torch.Tensor:
-    """A batch's ``(B, T, C, X, Y, Z)`` as the model's ``(B, C, T, X, Y, Z)`` (a view)."""
-    return fields.movedim(2, 1)

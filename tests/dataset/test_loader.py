@@ -70,7 +70,7 @@ def test_batches_restore_the_stored_samples(mixed_store):
     assert layout.normalisation["heat"]["std"][0] == pytest.approx(heat_all.std(), rel=1e-5)
     assert layout.normalisation["heat"]["std"][1:] == [1.0, 1.0]  # slots heat does not have
     for b in batches:
-        B, T, C, X, Y, Z = b["fields"].shape
+        B, C, T, X, Y, Z = b["fields"].shape
         assert C == 3 and T == 5 and (X, Y, Z) == ((9, 9, 1) if b["grid"].dim == 2 else (9, 1, 1))
         assert b["fields"].dtype == torch.float32 and b["family"].shape == (B,)
         dtypes = {k: v.dtype for k, v in b.items() if isinstance(v, torch.Tensor)}
@@ -84,8 +84,8 @@ def test_batches_restore_the_stored_samples(mixed_store):
         for k in range(B):
             mask = b["present"][k]
             stored = data[(b["group"], int(b["index"][k]))]
-            np.testing.assert_array_equal(b["fields"][k][:, mask].numpy(), stored)  # physical
-            assert not b["fields"][k][:, ~mask].any()
+            np.testing.assert_array_equal(b["fields"][k][mask].numpy(), stored.swapaxes(0, 1))
+            assert not b["fields"][k][~mask].any()  # physical (C, T, X, Y, Z), zeros where absent
             if b["family"][k] == heat:
                 assert mask.tolist() == [True, False, False]
                 assert b["predicted"][k].tolist() == [True, False, False]
@@ -154,11 +154,11 @@ def test_reader_threads_normalise_as_the_processor_does(mixed_store):
     assert len(set(pointers)) == len(pointers)
     for b in held:
         stats = layout.normalisation[layout.families[int(b["family"][0])]]
-        mean, std = (torch.tensor(stats[k]).view(1, 1, -1, 1, 1, 1) for k in ("mean", "std"))
+        mean, std = (torch.tensor(stats[k]).view(1, -1, 1, 1, 1, 1) for k in ("mean", "std"))
         assert torch.equal(b["normalised"], (b["fields"] - mean) / std)
         plain = {k: v for k, v in b.items() if k != "normalised"}
         assert torch.equal(processor.normalised(b), processor.normalised(plain))
-        assert b["normalised"][:, :, ~b["present"][0]].eq(0).all()
+        assert b["normalised"][:, ~b["present"][0]].eq(0).all()
     del held, b, plain
     gc.collect()
     assert {b["normalised"].data_ptr() for b in ds} & set(pointers)  # recycled
@@ -217,7 +217,7 @@ def test_ray_data_shards_stream_the_same_batches(ray_local, mixed_store):
         for k in range(len(b["index"])):
             mask = b["present"][k]
             stored = data[(b["group"], int(b["index"][k]))]
-            np.testing.assert_array_equal(b["fields"][k][:, mask].numpy(), stored)
+            np.testing.assert_array_equal(b["fields"][k][mask].numpy(), stored.swapaxes(0, 1))
 
 
 def test_the_data_layer_loads_no_trainer_module(fresh_python):

@@ -105,10 +105,10 @@ def measured_peak(dims, domain, sample, modes, width, batch, checkpointing) -> i
     optimizer = adamw(model.parameters(), 1e-3)
     slab = domain.slab((t, x, y, z))
     g = torch.Generator().manual_seed(1)
-    shape = (batch, t, c, *slab.local_shape[1:])  # the loader's (B, T, C, x, Y, Z)
+    shape = (batch, c, t, *slab.local_shape[1:])  # the loader's (B, C, T, x, Y, Z)
     fields, normalised = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     inputs = torch.randn(batch, 3, *slab.local_shape, generator=g)
-    # the target as the trainer takes it: the loader's normalised fields in the model's order
+    # the target as the trainer takes it: the loader's normalised fields
     target = processor(c).normalised({"fields": fields, "normalised": normalised})
     family = torch.zeros(batch, dtype=torch.long)
     mask = torch.ones(batch, c, dtype=torch.bool)

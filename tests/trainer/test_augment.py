@@ -76,7 +76,7 @@ def test_moved_samples_are_images_of_their_solves(layout, batches, name):
         elements = augment.elements(name, 2, step, 4)
         fam = get_family(name)
         for i, g in enumerate(elements):
-            image = g.apply(batch["fields"][i], layout.slots, fam.vectors, channel_axis=1)
+            image = g.apply(batch["fields"][i], layout.slots, fam.vectors, channel_axis=0)
             assert torch.equal(moved["fields"][i], image)
             moved_any |= not g.is_identity
         expected = Normaliser(layout).normalise(moved["fields"], batch["family"], batch["present"])

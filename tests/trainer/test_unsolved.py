@@ -40,11 +40,11 @@ def test_snapshot_zero_is_the_familys_own_draw_and_later_snapshots_are_unknown(f
     batch = draw_unsolved(layout, spec, 3, seed=[7, 0])
     params, seeds = unsolved_samples(spec, 3, seed=[7, 0])
     slots = layout.slot_indices(fam, 2)
-    fields = batch["fields"].numpy()  # (B, T, C_slots, X, Y, Z)
+    fields = batch["fields"].numpy()  # (B, C_slots, T, X, Y, Z)
     for i in range(3):
         drawn = fam.draw_inputs(fam.Params.from_vector(params[i]), spec.grid, int(seeds[i]))
-        np.testing.assert_array_equal(fields[i, 0, slots], drawn)
-    assert not np.any(fields[:, 1:])
+        np.testing.assert_array_equal(fields[i, slots, 0], drawn)
+    assert not np.any(fields[:, :, 1:])
     assert not batch["solved"].any()
     np.testing.assert_array_equal(
         batch["params"].numpy()[:, : params.shape[1]], params.astype(np.float32)
@@ -89,7 +89,7 @@ def test_a_draws_target_is_its_residuals_minimiser_and_that_of_the_solve():
     draw = draw_unsolved(layout, spec, 1, seed=[3, 0])
     (target,) = targeted(processor, [draw], 200)
     assert bool(target["target"][0])
-    fields, given = target["fields"][0, :, 0], draw["fields"][0, :, 0]  # (T, X, Y, Z)
+    fields, given = target["fields"][0, 0], draw["fields"][0, 0]  # (T, X, Y, Z)
     assert torch.equal(fields[0], given[0])
     (params,), (seed,) = unsolved_samples(spec, 1, seed=[3, 0])
     solve = torch.from_numpy(fam.run(fam.Params.from_vector(params), grid, int(seed)).fields[:, 0])
@@ -116,9 +116,9 @@ def test_a_steady_draws_target_is_its_residuals_exact_minimiser():
     assert bool(target["target"][0])
     (params,), (seed,) = unsolved_samples(spec, 1, seed=[5, 0])
     solve = torch.from_numpy(fam.run(fam.Params.from_vector(params), spec.grid, int(seed)).fields)
-    fields = target["fields"][0, :, layout.slot_indices(fam, 2)]  # (T, C, X, Y, Z)
-    torch.testing.assert_close(fields[:, 0], solve[:, 0])  # the permeability, given
-    pressure, solved = fields[:, 1], solve[:, 1]
+    fields = target["fields"][0, layout.slot_indices(fam, 2)]  # (C, T, X, Y, Z)
+    torch.testing.assert_close(fields[0], solve[:, 0])  # the permeability, given
+    pressure, solved = fields[1], solve[:, 1]
     assert float((pressure - solved).norm() / solved.norm()) < 0.03
     big = spec_of("darcy", fam.grid(2, 129, 1))
     (none,) = targeted(processor, [draw_unsolved(layout, big, 1, seed=[5, 0])], 10)

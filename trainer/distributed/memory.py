@@ -194,7 +194,7 @@ def rank_bytes(
 
     The peak is the largest of the step's moments (:func:`step_moments`) on top of what the step
     holds throughout: the parameter and AdamW shards and the batch (float32): the fields read
-    ``(B, T, C, x, Y, Z)``, the model input and the normalised target."""
+    ``(B, C, T, x, Y, Z)``, the model input and the normalised target."""
     params, _ = parameter_count(config)
     shard = -(-params // world_size) if fsdp else params
     saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)

@@ -170,7 +170,7 @@ def targeted(
         return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
     held = given[:, :, :1].expand_as(given)  # steady: the inputs given, the rest zero
     out, _ = refine_batch(held, given, batch, layout, steps)
-    fields = out.movedim(1, 2).to(batch["fields"].dtype)  # the batch's (B, T, C, X, Y, Z)
+    fields = out.to(batch["fields"].dtype)
     return [
         {**d, "fields": fields[i : i + 1], "target": torch.ones(1, dtype=torch.bool)}
         for i, d in enumerate(draws)
@@ -196,7 +196,7 @@ def slab_of(batch: dict[str, Any], domain: DomainGroup | None) -> Slab | None:
 
 
 def local_part(batch: dict[str, Any], slab: Slab | None) -> dict[str, Any]:
-    """The batch with its whole-sample ``fields`` ``(B, T, C, X, Y, Z)`` cut to ``slab``'s x
+    """The batch with its whole-sample ``fields`` ``(B, C, T, X, Y, Z)`` cut to ``slab``'s x
     range (the unsolved draws are made whole; solver batches are read as slabs)."""
     if slab is None:
         return batch
