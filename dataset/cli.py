@@ -145,18 +145,25 @@ def export(
     held_out: Annotated[
         float, typer.Option(help="Held-out fraction, split as the trainer does (the-well).")
     ] = 0.1,
-    force: Annotated[bool, typer.Option(help="Replace a previous export in --out.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Replace a previous export in --out (the same one is completed).")
+    ] = False,
 ) -> None:
     """Write samples in another tool's format: a ParaView time series of one sample (vtk:
     a .pvd of .vti files), one Well dataset per group (the-well: HDF5 per split) or one
     PDEBench file per group (pdebench: HDF5, its 1D, Darcy or per-sample file)."""
-    from pdeladder.dataset.export import check_format, check_out
+    from pdeladder.dataset.export import check_format, check_out, export_job
     from pdeladder.dataset.store import open_store
     from pdeladder.errors import UserInputError
 
     check_format(tool)
-    check_out(out, url, force)
     store = open_store(url)
+    settings = {
+        "vtk": dict(group=group, sample=sample),
+        "the-well": dict(groups=groups, held_out=held_out),
+        "pdebench": dict(groups=groups),
+    }[tool]
+    check_out(out, url, force, export_job(tool, store.url, **settings))
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -3,15 +3,21 @@ of ``.vti`` image files), The Well (``the-well``: one HDF5 dataset per group) an
 (``pdebench``: one HDF5 file per group).
 
 Every exporter checks its whole input before it writes a byte (:func:`prepare_out`, the group and
-sample checks), then streams: one sample, or one snapshot, in memory at a time.
+sample checks), then streams: one sample, or one snapshot, in memory at a time. Each group's
+files (vtk: the sample's) are written under a :data:`PART` name, renamed once complete and then
+recorded (:data:`LEDGER`): a rerun of an interrupted export of the same job keeps what was
+recorded, from samples unchanged since, and writes the rest.
 """
 
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pdeladder.dataset.ledger import Ledger
 from pdeladder.errors import UserInputError
 from pdeladder.outputs import check_output, make_output
 
@@ -38,18 +44,46 @@ def check_format(name: str) -> str:
 
 #: The command named in the marker of an export's folder (:mod:`pdeladder.outputs`).
 COMMAND = "store export"
+#: An export's record of the groups it wrote (:class:`~pdeladder.dataset.ledger.Ledger`).
+LEDGER = ".pdeladder-exported.json"
+#: The suffix of a file or folder being written: renamed to its name once complete.
+PART = ".part"
 
 
-def check_out(out: Path, store_url: str, force: bool) -> None:
-    """Refuse an ``out`` that overlaps the store at ``store_url`` or holds anything but a
-    previous export (that one unless ``force``); touches nothing."""
-    check_output(out, COMMAND, [store_url], force=force)
+def export_job(tool: str, store_url: str, **settings: Any) -> dict[str, Any]:
+    """What makes two exports the same job: the format, the store and the ``settings`` as asked
+    (groups, held-out share, sample)."""
+    return {"format": tool, "store": store_url, **settings}
 
 
-def prepare_out(out: Path, store_url: str, force: bool) -> None:
-    """Replace a previous export (``force``) or create the output folder, with its marker; call
-    after every input check passed."""
-    make_output(out, COMMAND, [store_url], force=force)
+def check_out(out: Path, store_url: str, force: bool, job: dict[str, Any]) -> None:
+    """Refuse an ``out`` that overlaps the store at ``store_url``, holds anything but a
+    previous export, or holds another ``job``'s export (that one unless ``force``; the same
+    job's is completed); touches nothing."""
+    previous = check_output(out, COMMAND, [store_url], force=force, resume=True)
+    if previous and not force and Ledger.recorded_job(Path(out, LEDGER)) != job:
+        raise UserInputError(
+            f"{out}: holds another export (format, groups or settings); pass --force to replace it"
+        )
+
+
+def prepare_out(out: Path, store_url: str, force: bool, job: dict[str, Any]) -> Ledger:
+    """Replace a previous export (``force``), complete the same ``job``'s (its parts being
+    written when it stopped removed), or create the output folder with its marker; call after
+    every input check passed. Returns the export's record."""
+    check_out(out, store_url, force, job)
+    previous = make_output(out, COMMAND, [store_url], force=force, resume=True)
+    for part in sorted(Path(out).glob(f"*{PART}")):
+        shutil.rmtree(part) if part.is_dir() else part.unlink()
+    return Ledger.open(Path(out, LEDGER), job, previous)
+
+
+def written(made: Path, path: Path) -> None:
+    """Put the complete file or folder ``made`` (a ``PART`` name) at ``path``, replacing what
+    an interrupted export left there."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    os.replace(made, path)
 
 
 def open_groups(store: "Store", paths: list[str] | None) -> list["Group"]:

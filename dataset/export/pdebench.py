@@ -26,7 +26,15 @@ import h5py
 import numpy as np
 
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.export import no_progress, open_groups, prepare_out, spatial
+from pdeladder.dataset.export import (
+    PART,
+    export_job,
+    no_progress,
+    open_groups,
+    prepare_out,
+    spatial,
+    written,
+)
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.store import Store
 
@@ -118,12 +126,20 @@ def export_pdebench(
     """Write ``groups`` (default all) of ``store`` in PDEBench's files under ``out``; returns
     ``out``. ``progress(description)`` gives a :data:`Progress` per group."""
     opened = open_groups(store, groups)
-    prepare_out(out, store.url, force)
+    ledger = prepare_out(out, store.url, force, export_job("pdebench", store.url, groups=groups))
     for g in opened:
         indices = np.flatnonzero(g.status() == fmt.OK)
         advance = (progress(f"{g.path} → pdebench") if progress else no_progress)(len(indices))
-        with h5py.File(out / file_name(g), "w") as f:
+        data, sidecar = out / file_name(g), out / f"{g.path.replace('/', '_')}.json"
+        if ledger.done(g.path, g, indices) and data.is_file() and sidecar.is_file():
+            advance(len(indices))  # written before an interruption
+            continue
+        with h5py.File(data.with_name(data.name + PART), "w") as f:
             _write(f, g, indices, advance)
-        sidecar = out / f"{g.path.replace('/', '_')}.json"
-        sidecar.write_text(json.dumps(_sidecar(g, indices), indent=1))
+        sidecar.with_name(sidecar.name + PART).write_text(
+            json.dumps(_sidecar(g, indices), indent=1)
+        )
+        for path in (data, sidecar):
+            written(path.with_name(path.name + PART), path)
+        ledger.record(g.path, g, indices)
     return out

@@ -14,7 +14,14 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from pdeladder.dataset import format as fmt
-from pdeladder.dataset.export import Progress, no_progress, prepare_out
+from pdeladder.dataset.export import (
+    PART,
+    Progress,
+    export_job,
+    no_progress,
+    prepare_out,
+    written,
+)
 from pdeladder.dataset.group import Group
 from pdeladder.errors import UserInputError
 
@@ -109,20 +116,27 @@ def export_vtk(
     """Write sample ``index`` of ``group`` as a ``.pvd`` time series under ``out``; returns the
     ``.pvd``. Reads one snapshot at a time (:meth:`Group.read_slab`)."""
     check_sample(group, index)
-    prepare_out(out, group.store.url, force)
-    name = sample_name(group, index)
-    (out / name).mkdir()
-    origin, spacing, _ = geometry(group)
+    job = export_job("vtk", group.store.url, group=group.path, sample=index)
+    ledger = prepare_out(out, group.store.url, force, job)
+    name, samples = sample_name(group, index), np.array([index])
+    pvd = out / f"{name}.pvd"
     times = np.asarray(group.array("t")[:], dtype=np.float64)
-    names = group.channel_names
     advance = progress(len(times))
+    if ledger.done(group.path, group, samples) and pvd.is_file() and (out / name).is_dir():
+        advance(len(times))  # written before an interruption
+        return pvd
+    (out / (name + PART)).mkdir()
+    origin, spacing, _ = geometry(group)
+    names = group.channel_names
     entries = []
     for k, t in enumerate(times):
         snap = group.read_slab(index, "t", k, k + 1)[0]  # (C, X, Y, Z)
         rel = f"{name}/{name}_{k:04d}.vti"
-        (out / rel).write_bytes(vti_bytes(snap, names, origin, spacing))
+        (out / (name + PART) / Path(rel).name).write_bytes(vti_bytes(snap, names, origin, spacing))
         entries.append((float(t), rel))
         advance(1)
-    pvd = out / f"{name}.pvd"
-    pvd.write_text(pvd_text(entries))
+    pvd.with_name(pvd.name + PART).write_text(pvd_text(entries))
+    written(out / (name + PART), out / name)
+    written(pvd.with_name(pvd.name + PART), pvd)
+    ledger.record(group.path, group, samples)
     return pvd

@@ -34,7 +34,15 @@ import yaml
 
 from pdeladder.dataset import format as fmt
 from pdeladder.dataset.catalog import split
-from pdeladder.dataset.export import no_progress, open_groups, prepare_out, spatial
+from pdeladder.dataset.export import (
+    PART,
+    export_job,
+    no_progress,
+    open_groups,
+    prepare_out,
+    spatial,
+    written,
+)
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.store import Store
 from pdeladder.errors import UserInputError
@@ -226,21 +234,26 @@ def export_well(
     if not 0 <= held_out < 1:
         raise UserInputError(f"--held-out {held_out}: must be in [0, 1)")
     opened = open_groups(store, groups)
-    prepare_out(out, store.url, force)
+    job = export_job("the-well", store.url, groups=groups, held_out=held_out)
+    ledger = prepare_out(out, store.url, force, job)
     for g in opened:
         name = dataset_name(g)
         parts = splits(g, held_out)
-        advance = (progress(f"{g.path} → the-well") if progress else no_progress)(
-            sum(len(v) for v in parts.values())
-        )
-        train = []
+        samples = np.sort(np.concatenate(list(parts.values())))
+        advance = (progress(f"{g.path} → the-well") if progress else no_progress)(len(samples))
+        if ledger.done(g.path, g, samples) and (out / name).is_dir():
+            advance(len(samples))  # written before an interruption
+            continue
+        part, train = out / (name + PART), []
         for split_name, idx in parts.items():
-            folder = out / name / "data" / split_name
+            folder = part / "data" / split_name
             folder.mkdir(parents=True)
             if len(idx):
                 path = folder / f"{name}.hdf5"
                 _write_file(path, g, idx, advance)
                 if split_name == "train":
                     train.append(path)
-        (out / name / "stats.yaml").write_text(yaml.safe_dump(_stats_yaml(train), sort_keys=False))
+        (part / "stats.yaml").write_text(yaml.safe_dump(_stats_yaml(train), sort_keys=False))
+        written(part, out / name)
+        ledger.record(g.path, g, samples)
     return out

@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
+from pdeladder.dataset.export import LEDGER
 from pdeladder.dataset.export.pdebench import export_pdebench
 from pdeladder.dataset.store import open_store
 from pdeladder.outputs import MARKER
@@ -137,13 +138,17 @@ def test_pdebench_command_and_its_refusals(tmp_path):
     assert result.returncode == 0, result.stderr
     written = sorted(p.name for p in out.iterdir())
     name = g.path.replace("/", "_")
-    assert written == [MARKER, f"{name}.hdf5", f"{name}.json"]
+    assert written == [LEDGER, MARKER, f"{name}.hdf5", f"{name}.json"]
     data, _, _ = read_pdebench(out / f"{name}.hdf5")  # the ok samples only, in index order
     for row, i in enumerate((0, 2)):  # (X, T) of the one channel
         np.testing.assert_array_equal(data[row, ..., 0], g.read(i)[:, 0, :, 0, 0].T)
     sidecar = json.loads((out / f"{name}.json").read_text())
     assert [e["index"] for e in sidecar["samples"]] == [0, 2] and len(data) == 2
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     result = subprocess.run(base, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 2 and "--force" in result.stderr  # out is not empty now
+    assert result.returncode == 0, result.stderr  # the same export, complete: nothing rewritten
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    result = subprocess.run([*base, "--groups", g.path], capture_output=True, text=True)
+    assert result.returncode == 2 and "--force" in result.stderr  # another export's folder
     assert sorted(p.name for p in out.iterdir()) == written
     assert subprocess.run([*base, "--force"], capture_output=True, timeout=600).returncode == 0

@@ -89,8 +89,11 @@ def test_export_command_and_its_refusals(tmp_path):
     result = run(app, [*base, "--sample", "2"])
     assert result.exit_code == 0, result.output
     assert len(read_pvd(out / f"{g.path.replace('/', '__')}__sample2.pvd")) == 3
+    assert run(app, [*base, "--sample", "2"]).exit_code == 0  # the same export: complete
     result = subprocess.run([EXE, *base, "--sample", "1"], capture_output=True, text=True)
-    assert result.returncode == 2 and "--force" in result.stderr  # out is not empty now
-    assert len(list(out.iterdir())) == 3  # untouched: the marker, sample 2's .pvd and folder
+    assert result.returncode == 2 and "--force" in result.stderr  # another export's folder
+    assert len(list(out.iterdir())) == 4  # untouched: marker, record, sample 2's .pvd, folder
     assert run(app, [*base, "--sample", "1", "--force"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir())[1].endswith("__sample1")
+    assert [p.name for p in out.iterdir() if p.is_dir()] == [
+        g.path.replace("/", "__") + "__sample1"
+    ]
