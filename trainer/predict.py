@@ -199,7 +199,8 @@ def predict_into(
     for k, i in enumerate(indices):
         params = family.Params.from_vector(records["params"][i])
         solved = json.loads(records["provenance"][i] or "{}")
-        prov = {**provenance, "source_index": int(i), "source_provenance": solved}
+        prov = {**provenance, "source_index": int(i), "source_provenance": solved,
+                "source_checksum": int(records["checksum"][i])}  # fmt: skip
         if refinement:
             prov["refinement"] = refinement[k]
         sample = Sample(
@@ -215,6 +216,22 @@ def predict_into(
             target.write(int(i), sample)
         else:
             target.commit(int(i), sample)
+
+
+def unpredicted(target: Group, indices: np.ndarray, checksums: np.ndarray) -> np.ndarray:
+    """Those of the source's ok samples ``indices`` that ``target`` does not hold predictions
+    of as they are now: not ok there, or predicted from a sample whose checksum (``checksums``,
+    the source's ``(N,)``) has changed since, as when a store is regenerated between a kill
+    and the rerun."""
+    status, ok = target.status(), np.zeros(target.n_samples, bool)
+    ok[indices] = True
+    ok &= status == OK
+    made = target.column("provenance", where=ok)
+    return np.array(
+        [i for i in indices
+         if not ok[i] or json.loads(made[i] or "{}").get("source_checksum") != int(checksums[i])],
+        dtype=np.int64,
+    )  # fmt: skip
 
 
 def copy_failure(source: Group, target: Group, index: int, records: dict[str, np.ndarray]) -> None:
@@ -333,7 +350,10 @@ def predict_store(
             records = {name: source.column(name) for name in ("params", "seed", "reason")}
             for i in failed:
                 copy_failure(source, targets[path], int(i), records)
-        pending[path] = (len(failed), int(((status == OK) & (done != OK)).sum()))
+        todo = unpredicted(targets[path], np.flatnonzero(status == OK), source.checksums())
+        for i in todo[done[todo] == OK]:  # predicted from a sample changed since: again
+            targets[path].discard(int(i))
+        pending[path] = (len(failed), len(todo))
     job = {
         "checkpoint": str(checkpoint),
         "store": store_url,
@@ -399,7 +419,7 @@ def predict_groups(
             tiling = slab_tiling(grid, domain.size, model.config.padding)
             slab = tiling.slab((grid.snapshots, *grid.shape), rank)
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
-        ok = ok[target.status()[ok] != OK]  # those a resumed prediction has not written
+        ok = unpredicted(target, ok, records["checksum"])  # a resumed prediction's are kept
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
             predict_into(

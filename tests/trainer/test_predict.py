@@ -330,3 +330,30 @@ def test_a_killed_predict_leaves_no_rank_writing(
     store = open_store(out) if os.path.exists(out) else None
     for path in store.groups() if store else []:
         assert OK not in store.group(path).status()
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_resumed_prediction_predicts_again_the_samples_changed_since(
+    known_store, operator_checkpoint, tmp_path: Path, ranks: int
+):
+    """A store regenerated between a kill and the rerun: each prediction records its source
+    sample's checksum, and the rerun predicts again exactly the samples whose checksum changed
+    (on one process and on x slabs), equal to a fresh prediction of the store as it is now."""
+    ckpt = operator_checkpoint(tmp_path / "model", known_store.url, known_store.paths)
+    out, fresh = str(tmp_path / "pred.zarr"), str(tmp_path / "fresh.zarr")
+    predict_store(ckpt, known_store.url, out, domain_ranks=ranks)
+    heat = get_family("heat")
+    path = next(p for p in known_store.paths if "/heat/" in p)
+    source = open_store(known_store.url, "a").group(path)
+    changed = Sample("heat", 2 * known_store.heat(3), known_store.heat_grid, heat.Params(), 103,
+                     SolveStats())  # fmt: skip
+    source.write(3, changed)
+    kept = open_store(out).group(path).read(0).tobytes()
+    assert predict_store(ckpt, known_store.url, out, domain_ranks=ranks) == {
+        p: (1 if p == path else 0) for p in known_store.paths
+    }
+    predict_store(ckpt, known_store.url, fresh, domain_ranks=ranks)
+    again, now = open_store(out).group(path), open_store(fresh).group(path)
+    assert again.read(0).tobytes() == kept
+    for i in range(known_store.samples):
+        assert again.read(i).tobytes() == now.read(i).tobytes()
