@@ -22,6 +22,12 @@ def spatial_shape(dim: int, resolution: int) -> tuple[int, int, int]:
     return tuple(resolution if a < dim else 1 for a in range(3))  # type: ignore[return-value]
 
 
+#: The most space-time points one sample may have, ``resolution ** dim * snapshots``: 2**40
+#: (4 TiB per float32 channel, a sample only domain ranks hold). A grid beyond it, asked in a
+#: curriculum or read from a store's attributes, is refused in one line, never allocated.
+MAX_POINTS = 2**40
+
+
 @dataclass(frozen=True)
 class Grid:
     """The space-time sampling grid of one sample.
@@ -49,6 +55,11 @@ class Grid:
             raise UserInputError(f"snapshots must be at least 1, got {self.snapshots}")
         if self.snapshots > 1 and not self.t_end > 0:
             raise UserInputError(f"t_end must be positive for a time series, got {self.t_end}")
+        if self.points * self.snapshots > MAX_POINTS:
+            raise UserInputError(
+                f"{self.resolution}^{self.dim} points x {self.snapshots} snapshots is more than "
+                f"one sample may hold (2^{MAX_POINTS.bit_length() - 1} space-time points)"
+            )
 
     @property
     def cells(self) -> int:

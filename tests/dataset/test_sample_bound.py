@@ -81,3 +81,22 @@ def test_a_store_saying_1e12_samples_is_one_line(tmp_path: Path, attribute, arra
     assert not (tmp_path / "e").exists()
     verify = subprocess.run([EXE, "store", "verify", url], capture_output=True, text=True)
     assert verify.returncode == 1 and "1000000000000" in verify.stdout.replace("\n", "")
+
+
+def test_a_store_saying_a_sample_of_1e18_points_is_one_line(tmp_path: Path):
+    """A group's resolution attribute tampered to 10^6 in 3D (10^18 points per snapshot): every
+    command that opens it says so in one line, exit 2, and nothing is allocated or exported."""
+    url = str(tmp_path / "s.zarr")
+    path = small_group(url).path
+    meta_file = Path(url, path, "zarr.json")
+    meta = json.loads(meta_file.read_text())
+    meta["attributes"].update(dim=3, resolution=10**6)
+    meta_file.write_text(json.dumps(meta))
+    for args in (["inspect", url], ["export", url, "--format", "pdebench", "--out", "e"]):
+        proc = subprocess.run(
+            [EXE, "store", *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+        assert "more than one sample may hold" in lines[0]
+    assert not (tmp_path / "e").exists()
