@@ -41,9 +41,9 @@ c. **Self-improvement with few data (issue 31's c1).** ``--few`` solved samples 
    17² (all trained on), three arms at ``--few-steps + --si-steps`` steps each: *data only*;
    *self-improvement*: ``--few-steps`` data steps then ``--si-steps`` residual steps on unsolved
    draws (the quick-start's self-improvement weights: residual 0.1, data anchor 1.0);
-   *self-improvement + targets*: the same phase, each time-dependent draw also fitted to its
-   residual's minimiser from its initial state (``refine_steps: --refine-steps`` L-BFGS steps,
-   ``target_weight: 1.0``; steady Darcy has none). Scored on ``coarse``'s samples (same ranges,
+   *self-improvement + targets*: the same phase, each draw also fitted to its residual's
+   minimiser (``refine_steps: --refine-steps`` L-BFGS steps from its initial state,
+   ``target_weight: 1.0``; steady Darcy's by Gauss–Newton). Scored on ``coarse``'s samples (same ranges,
    draws the few-sample models never saw). Target (c1), per self-improvement arm: mean nRMSE
    over the families at least 20 % lower than data only (the per-seed reduction, 2 SE beyond
    20 %) and no family worse than data only (beyond 2 SE). Beside them the bound of any
