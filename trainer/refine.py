@@ -18,11 +18,15 @@ takes the same steps and the refined slabs are those of the unsharded refinement
 Tensors are ``(b, C_f, T, X, Y, Z)``: one family's channels, physical units.
 """
 
+import functools
+import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -45,9 +49,9 @@ from pdeladder.trainer.losses.equation import (
 HISTORY = 10
 #: Armijo's sufficient-decrease constant and the fewest halvings of a step before giving up.
 ARMIJO, HALVINGS = 1e-4, 30
-#: The most free values of one sample :func:`least_squares` takes: its Jacobian is dense,
-#: float64 (``4096²`` values are 128 MiB).
-DENSE_LIMIT = 4096
+#: The most free values of one sample :func:`least_squares` takes (2D 1024², 3D 100³): a
+#: sparse LU's fill grows faster than the values, in 3D most.
+DIRECT_LIMIT = 2**20
 #: The squared residual, relative to its start, at which :func:`least_squares` has converged.
 ROUNDING = 1e-24
 
@@ -150,16 +154,116 @@ def refine(
     return Refined(x.to(fields.dtype), values)
 
 
-def dense(family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int) -> bool:
+def direct(family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int) -> bool:
     """Whether a sample of ``family_name`` on the global grid ``shape`` ``(T, X, Y, Z)``, its
     channels ``predicted`` ``(C_f,)``, is refined by :func:`least_squares`: steady (``T`` 1),
-    with at most :data:`DENSE_LIMIT` free values (:func:`held_mask`)."""
-    if shape[0] != 1:
-        return False
-    fam = get_family(family_name)
+    with at most :data:`DIRECT_LIMIT` free values."""
+    return shape[0] == 1 and len(free_values(family_name, predicted, shape, dim)) <= DIRECT_LIMIT
+
+
+def free_values(
+    family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int
+) -> torch.Tensor:
+    """The flat indices ``(F,)`` into a sample's values ``(C_f, T, X, Y, Z)`` on the grid
+    ``shape`` that a refinement moves: those :func:`held_mask` does not hold."""
     probe = torch.empty((1, len(predicted), *shape), device="meta")
-    held = held_mask(fam, probe, predicted.cpu(), dim, Slab.whole(shape))[0]
-    return int((~held).sum()) <= DENSE_LIMIT
+    held = held_mask(get_family(family_name), probe, predicted.cpu(), dim, Slab.whole(shape))[0]
+    return (~held).flatten().nonzero().squeeze(1)
+
+
+@functools.cache
+def reach(family_name: str, dim: int, predicted: tuple[bool, ...]) -> tuple[int, ...]:
+    """How far, in grid points along each axis, a steady residual point of ``family_name``
+    reaches into the free values (through the walls' completion too): read off the Jacobian
+    at random fields on a grid of 9 points per axis, where every coupling shows."""
+    fam, mask = get_family(family_name), torch.tensor(predicted)
+    grid = fam.grid(dim, 9, 1)
+    shape = (1, *grid.shape)
+    free = free_values(family_name, mask, shape, dim)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn((1, len(predicted), *shape), generator=generator, dtype=torch.float64)
+    params = torch.tensor(np.array([fam.Params().vector()]), dtype=torch.float64)
+
+    def residual(v: torch.Tensor) -> torch.Tensor:
+        values = x.flatten().index_put((free,), v).reshape(x.shape)
+        return residual_points(family_name, values, params, grid)[0].flatten()
+
+    rows, cols = torch.func.jacrev(residual)(x.flatten()[free]).nonzero().unbind(1)
+    out = residual_points(family_name, x, params, grid)[0].shape[3:]
+    centres = _positions(rows, out) + torch.tensor(_offset(grid.shape, out))
+    points = _positions(free[cols], grid.shape)
+    return tuple(int((centres[:, a] - points[:, a]).abs().max()) for a in range(dim))
+
+
+def _offset(space: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """Where a centred residual's points start on the grid ``space``, per axis."""
+    return tuple((n - m) // 2 for n, m in zip(space, out, strict=True))
+
+
+def _positions(flat: torch.Tensor, space: tuple[int, ...]) -> torch.Tensor:
+    """The grid points ``(n, 3)`` of flat indices into ``(..., *space)`` (of one snapshot: the
+    leading axes, channels or residual components, dropped)."""
+    return torch.stack(torch.unravel_index(flat % math.prod(space), space), dim=1)
+
+
+def sparse_jacobian(
+    residual: Callable[[torch.Tensor], torch.Tensor],
+    v: torch.Tensor,
+    free: torch.Tensor,
+    space: tuple[int, ...],
+    out: tuple[int, ...],
+    ranges: tuple[int, ...],
+):
+    """The Jacobian, a SciPy CSR array ``(R·X'·Y'·Z', F)``, of the flat steady ``residual``
+    (``out`` = ``(R, X', Y', Z')``) in the free values ``v`` (flat indices ``free`` into
+    ``(C, 1, *space)``), from one vector-Jacobian product per colour and component: residual
+    points ``ranges`` (per axis, :func:`reach`) apart share no value, so each value's entry of
+    a colour's product is the derivative of the one point of that colour within its range
+    (Curtis–Powell–Reid compression, by rows)."""
+    import scipy.sparse
+
+    period = torch.tensor([2 * r + 1 for r in ranges] + [1] * (3 - len(ranges)))
+    half = (period - 1) // 2
+    offset, extent, n = (
+        torch.tensor(_offset(space, out[1:])),
+        torch.tensor(out[1:]),
+        math.prod(out[1:]),
+    )
+    values_at = _positions(free, space)  # (F, 3)
+    points_at = _positions(torch.arange(n), out[1:]) + offset  # (n, 3): each point's centre
+    _, pullback = torch.func.vjp(residual, v)
+    rows, cols, data = [], [], []
+    for colour in itertools.product(*[range(int(p)) for p in period]):
+        m = torch.tensor(colour)
+        mine = ((points_at - m) % period == 0).all(dim=1)  # (n,)
+        at = values_at + (m - values_at + half) % period - half - offset  # each value's point
+        inside = ((at >= 0) & (at < extent)).all(dim=1)
+        point = (at[:, 0] * extent[1] + at[:, 1]) * extent[2] + at[:, 2]
+        for component in range(out[0]):
+            seed = torch.zeros((out[0], n), dtype=v.dtype)
+            seed[component, mine] = 1.0
+            (g,) = pullback(seed.flatten())
+            keep = inside & (g != 0)
+            rows.append(component * n + point[keep])
+            cols.append(keep.nonzero().squeeze(1))
+            data.append(g[keep])
+    return scipy.sparse.csr_array(
+        (torch.cat(data).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())),
+        shape=(out[0] * n, len(free)),
+    )
+
+
+def solve_sparse(jacobian, rhs: np.ndarray) -> np.ndarray:
+    """The least-squares solution of ``jacobian δ = rhs``: a sparse LU solve where the
+    Jacobian is square and regular, else one of its normal equations."""
+    import scipy.sparse.linalg
+
+    if jacobian.shape[0] == jacobian.shape[1]:
+        try:
+            return scipy.sparse.linalg.splu(jacobian.tocsc()).solve(rhs)
+        except RuntimeError:  # singular
+            pass
+    return scipy.sparse.linalg.spsolve((jacobian.T @ jacobian).tocsc(), jacobian.T @ rhs)
 
 
 def least_squares(
@@ -172,16 +276,16 @@ def least_squares(
     iterations: int,
     observe: Callable[[int, torch.Tensor], None] | None = None,
 ) -> Refined:
-    """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
-    by Gauss–Newton, each iteration a dense least-squares solve ``min ‖J δ + R‖`` of the
-    residual ``R`` linearised at the iterate (``J`` its Jacobian in the free values, float64).
+    """``fields``, steady samples, moved to the minimiser of ``family_name``'s residual over
+    their free values by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R``
+    (``J`` the Jacobian of the residual ``R`` in the free values, :func:`sparse_jacobian`;
+    float64; in the least-squares sense, :func:`solve_sparse`).
 
     The route for what L-BFGS cannot reach: an elliptic residual's Hessian is conditioned as
     ``h⁻⁴``, and L-BFGS from zero stalls far from its minimiser ("The residual's floor",
     benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
-    (Darcy's pressure, heat's) exactly, and the iteration stops there. Whole samples on one
-    rank, each alone, of at most :data:`DENSE_LIMIT` free values (``J`` is dense), else
-    ValueError.
+    (Darcy's pressure) exactly, and the iteration stops there. Whole samples on one rank, each
+    alone, of at most :data:`DIRECT_LIMIT` free values, else ValueError.
 
     Args: as :func:`refine`'s (``iterations``, at most, in place of ``steps``);
         ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
@@ -193,13 +297,15 @@ def least_squares(
     """
     fam = get_family(family_name)
     held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
-    free = (~held).flatten().nonzero().squeeze(1).to(fields.device)
-    if len(free) > DENSE_LIMIT:
-        raise ValueError(f"{len(free)} free values, more than a dense solve takes ({DENSE_LIMIT})")
+    free = (~held).flatten().nonzero().squeeze(1)
+    if fields.shape[2] != 1 or len(free) > DIRECT_LIMIT:
+        raise ValueError(f"steady samples of at most {DIRECT_LIMIT} free values, not {len(free)}")
+    ranges = reach(family_name, grid.dim, tuple(predicted.cpu().tolist()))
     x = fields.masked_fill(walls.to(fields.device), 0.0).double()
     physics = params.double()
     scale = 1.0 / residual_squares(family_name, trivial.double(), physics, grid).clamp_min(1e-20)
-    count = residual_points(family_name, x[:1], physics[:1], grid)[1]
+    res, count = residual_points(family_name, x[:1], physics[:1], grid)
+    out_shape = (res.shape[1], *res.shape[3:])  # (R, X', Y', Z')
     out, curves = [], []
     for i in range(len(x)):
         base, p = x[i].flatten(), physics[i : i + 1]
@@ -213,8 +319,8 @@ def least_squares(
         value = r.square().sum()
         curve, iterates = [value], [v]
         for _ in range(iterations):
-            jacobian = torch.func.jacrev(residual)(v)  # (residual points, free values)
-            step = torch.linalg.lstsq(jacobian, -r[:, None]).solution.squeeze(1)
+            jacobian = sparse_jacobian(residual, v, free, x.shape[3:], out_shape, ranges)
+            step = torch.from_numpy(solve_sparse(jacobian, -r.detach().numpy()))
             r_next = residual(v + step)
             if not r_next.square().sum() < value:  # converged to rounding
                 break
@@ -327,7 +433,7 @@ def refine_batch(
     fields are ``given`` (the same shape) with the given values put in (input channels, the
     initial state) and every family's rows refined by ``steps`` iterations (on the x ``slab``
     of the global grid, split over ``domain``): of :func:`least_squares` where the samples are
-    steady and small enough (:func:`dense`; on slabs, every rank solves the gathered sample
+    steady and small enough (:func:`direct`; on slabs, every rank solves the gathered sample
     and keeps its rows), of :func:`refine`'s L-BFGS elsewhere.
 
     Returns:
@@ -346,8 +452,8 @@ def refine_batch(
             fields = torch.cat([trivial[:, :, :1], fields[:, :, 1:]], dim=2)  # the given u(0)
         predicted = batch["predicted"][rows[0], slots].bool()
         seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
-        if dense(name, predicted, slab.shape, grid.dim):
-            done = dense_slab(
+        if direct(name, predicted, slab.shape, grid.dim):
+            done = direct_slab(
                 name, fields, trivial, params, predicted, grid, steps, slab, domain, seen
             )
         else:
@@ -368,7 +474,7 @@ def refine_batch(
     return out, curves
 
 
-def dense_slab(
+def direct_slab(
     family_name: str,
     fields: torch.Tensor,
     trivial: torch.Tensor,
@@ -381,7 +487,7 @@ def dense_slab(
     observe: Callable[[int, torch.Tensor], None] | None,
 ) -> Refined:
     """:func:`least_squares` of the samples whose x ``slab`` this rank holds: on one rank as
-    it is; split over ``domain``, of the gathered samples (a dense one is small), every rank
+    it is; split over ``domain``, of the gathered samples, every rank
     the same, each keeping its slab's rows."""
     if domain is None or not slab.is_split(1):
         return least_squares(

@@ -45,7 +45,7 @@ from pdeladder.trainer.losses.weighting import combine
 from pdeladder.trainer.models.checkpoint import load_model
 from pdeladder.trainer.models.operator import LadderOperator
 from pdeladder.trainer.processor import DataProcessor
-from pdeladder.trainer.refine import dense, refine_batch
+from pdeladder.trainer.refine import direct, refine_batch
 from pdeladder.trainer.training.augment import Augmentation
 from pdeladder.trainer.training.config import StageConfig
 from pdeladder.trainer.training.schedule import learning_rate
@@ -158,7 +158,7 @@ def targeted(
     """One group's unsolved ``draws`` (one sample each), each with its residual's minimiser as
     its fields and ``target`` set (:class:`UnsolvedPool`; each alone): a time series's
     ``steps`` L-BFGS steps from its initial state held, a steady draw's by Gauss–Newton
-    (:func:`~pdeladder.trainer.refine.least_squares`, where its Jacobian fits densely; beyond,
+    (:func:`~pdeladder.trainer.refine.least_squares`, up to its size limit; beyond,
     the draw as it is, ``target`` unset)."""
     tensors = [k for k, v in draws[0].items() if isinstance(v, torch.Tensor)]
     batch = {**draws[0], **{k: torch.cat([d[k] for d in draws]) for k in tensors}}
@@ -166,7 +166,7 @@ def targeted(
     grid, layout = batch["grid"], processor.layout
     fam = processor.family(batch)
     predicted = batch["predicted"][0, layout.slot_indices(fam, grid.dim)].bool()
-    if grid.snapshots == 1 and not dense(fam.name, predicted, given.shape[2:], grid.dim):
+    if grid.snapshots == 1 and not direct(fam.name, predicted, given.shape[2:], grid.dim):
         return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
     held = given[:, :, :1].expand_as(given)  # steady: the inputs given, the rest zero
     out, _ = refine_batch(held, given, batch, layout, steps)
