@@ -24,6 +24,9 @@ refinement at inference can reach (issue 31, item 5). Per family and resolution 
 nRMSE: per sample ``‖a - b‖ / ‖b‖`` over the predicted channels and all snapshots, then the
 mean. The observed order of **min → ref** between resolutions is printed beside it.
 
+A steady family (``darcy``) has no time rule: its minimiser, from a zero output, is reached by
+Gauss–Newton (``refine.least_squares``, sparse direct solves) and its "held" column is 1.
+
 ``python benchmarks/residual_floor.py [--families heat,burgers,advection_diffusion]
 [--resolutions 17,33,65] [--samples 3] [--steps 800] [--out DIR]`` writes ``floor.json`` and
 ``floor.md`` into ``--out``.
@@ -51,9 +54,9 @@ def nrmse(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tensor, ...]:
-    """``(coarse solve, reference, params)``: ``samples`` draws of the default parameters at
-    ``n²`` and at ``(2 (n - 1) + 1)²`` from one initial draw (the fine grid's), fields
-    ``(b, C, T, n, n, 1)`` float64."""
+    """``(coarse solve, reference, params, seconds)``: ``samples`` draws of the default
+    parameters at ``n²`` and at ``(2 (n - 1) + 1)²`` from one initial draw (the fine grid's),
+    fields ``(b, C, T, n, n, 1)`` float64, and the coarse solve's wall seconds per sample."""
     fam = get_family(name)
     grid, fine = fam.grid(2, n, snapshots), fam.grid(2, 2 * (n - 1) + 1, snapshots)
     cls, draw = type(fam), type(fam).initial_fields
@@ -65,12 +68,15 @@ def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tenso
             else draw(self, params, g, rng, comm)
         )
 
-    coarse, reference, params = [], [], []
+    coarse, reference, params, seconds = [], [], [], 0.0
     cls.initial_fields = shared
     try:
+        fam.run(fam.parse_params({}), grid, seed=samples)  # compiles the forms: not timed
         for seed in range(samples):
             p = fam.parse_params({})
+            start = time.perf_counter()
             coarse.append(fam.run(p, grid, seed=seed).fields)
+            seconds += time.perf_counter() - start
             reference.append(fam.run(p, fine, seed=seed).fields[:, :, ::2, ::2])
             params.append(p.vector())
     finally:
@@ -79,17 +85,24 @@ def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tenso
     def order(f: list[np.ndarray]) -> torch.Tensor:  # (b, T, C, ...) -> (b, C, T, ...)
         return torch.as_tensor(np.stack(f)).transpose(1, 2).double()
 
-    return order(coarse), order(reference), torch.as_tensor(np.stack(params)).double()
+    solves = order(coarse), order(reference), torch.as_tensor(np.stack(params)).double()
+    return (*solves, seconds / samples)
 
 
 def minimiser(name: str, solve: torch.Tensor, params, n: int, snapshots: int, steps: int):
-    """The residual's minimiser, ``steps`` L-BFGS iterations from the solve with its initial
-    state and inputs held, and its final relative residual (to the initial state held)."""
+    """The residual's minimiser and its final relative residual (to the trivial prediction):
+    a time series's, ``steps`` L-BFGS iterations from the solve with its initial state and
+    inputs held; a steady family's, from a zero output by Gauss–Newton (sparse direct solves:
+    ``refine.least_squares``)."""
     fam = get_family(name)
     grid = fam.grid(2, n, snapshots)
-    held = solve[:, :, :1].expand_as(solve).clone()
     predicted = torch.tensor([c.role != "input" for c in fam.channels_for(2)])
-    done = refine.refine(name, solve.clone(), held, params, predicted, grid, steps)
+    if fam.steady:
+        zero = torch.where(predicted[None, :, None, None, None, None], 0.0, solve)
+        done = refine.least_squares(name, zero, zero, params, predicted, grid, steps)
+    else:
+        held = solve[:, :, :1].expand_as(solve).clone()
+        done = refine.refine(name, solve.clone(), held, params, predicted, grid, steps)
     return done.fields, float(done.residual[:, -1].max())
 
 
@@ -109,23 +122,25 @@ def main() -> None:
     resolutions = [int(r) for r in args.resolutions.split(",")]
     rows = []
     for name in args.families.split(","):
-        predicted = torch.tensor([c.role != "input" for c in get_family(name).channels_for(2)])
+        fam = get_family(name)
+        predicted = torch.tensor([c.role != "input" for c in fam.channels_for(2)])
+        snapshots = 1 if fam.steady else args.snapshots
         for n in resolutions:
             start = time.perf_counter()
-            solve, reference, params = solved(name, n, args.snapshots, args.samples)
-            row = {"family": name, "n": n, "solve_s": time.perf_counter() - start}
+            solve, reference, params, fem_s = solved(name, n, snapshots, args.samples)
+            row = {"family": name, "n": n, "solve_s": time.perf_counter() - start, "fem_s": fem_s}
             ours, ref = solve[:, predicted], reference[:, predicted]
             row["solve_ref"] = nrmse(ours, ref)
-            row["held"] = nrmse(ours[:, :, :1].expand_as(ours), ours)
+            row["held"] = nrmse(ours[:, :, :1].expand_as(ours), ours) if not fam.steady else 1.0
             for stencil in stencils:
                 equation.STENCIL = stencil
                 equation.interval_weights.cache_clear()
                 start = time.perf_counter()
-                fields, residual = minimiser(name, solve, params, n, args.snapshots, args.steps)
+                fields, residual = minimiser(name, solve, params, n, snapshots, args.steps)
                 row[f"min_solve_{stencil}"] = nrmse(fields[:, predicted], ours)
                 row[f"min_ref_{stencil}"] = nrmse(fields[:, predicted], ref)
                 row[f"residual_{stencil}"] = residual
-                row[f"refine_s_{stencil}"] = time.perf_counter() - start
+                row[f"refine_s_{stencil}"] = (time.perf_counter() - start) / args.samples
             rows.append(row)
             print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
                               for k, v in row.items()}), flush=True)  # fmt: skip
@@ -136,20 +151,23 @@ def main() -> None:
 
 
 def report(rows: list[dict], stencils: list[int], resolutions: list[int]) -> str:
-    """The Markdown table: per family and resolution, the data's error, the trivial prediction
-    and each rule's minimiser, with the observed order of min → ref."""
-    head = "| family | n | held | solve → ref |"
+    """The Markdown table: per family and resolution, the data's error, the trivial prediction,
+    the FEM solve's seconds per sample and each rule's minimiser, with the observed order of
+    min → ref and its seconds per sample."""
+    head = "| family | n | held | solve → ref | FEM s |"
     for s in stencils:
-        head += f" min → solve ({s}) | min → ref ({s}) | order ({s}) |"
-    lines = [head, "|" + "---|" * (4 + 3 * len(stencils))]
+        head += f" min → solve ({s}) | min → ref ({s}) | order ({s}) | min s ({s}) |"
+    lines = [head, "|" + "---|" * (5 + 4 * len(stencils))]
     for r in rows:
-        line = f"| {r['family']} | {r['n']}² | {r['held']:.3g} | {r['solve_ref']:.3g} |"
+        line = (f"| {r['family']} | {r['n']}² | {r['held']:.3g} | {r['solve_ref']:.3g} "
+                f"| {r['fem_s']:.3g} |")  # fmt: skip
         for s in stencils:
             prev = next((p for p in rows if p["family"] == r["family"]
                          and p["n"] == (r["n"] + 1) // 2), None)  # fmt: skip
             order = math.log2(prev[f"min_ref_{s}"] / r[f"min_ref_{s}"]) if prev else None
             text = f"{order:.2f}" if order is not None else ""
-            line += f" {r[f'min_solve_{s}']:.3g} | {r[f'min_ref_{s}']:.3g} | {text} |"
+            line += (f" {r[f'min_solve_{s}']:.3g} | {r[f'min_ref_{s}']:.3g} | {text} "
+                     f"| {r[f'refine_s_{s}']:.3g} |")  # fmt: skip
         lines.append(line)
     return "\n".join(lines) + "\n"
 
