@@ -47,7 +47,7 @@ from pdeladder.solvers.random_fields import gaussian_random_field
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 IDLE = (
-    "from mpi4py import MPI\nimport resource, pdeladder.solvers.slab_solve, pdeladder.solvers\n"
+    "from mpi4py import MPI\nimport resource, pdeladder.curriculum.slab_solve, pdeladder.solvers\n"
     "from pdeladder.solvers import get_family\n[get_family(n) for n in ('heat', 'navier_stokes')]\n"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
 )

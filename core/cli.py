@@ -19,10 +19,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
+    from pdeladder.curriculum import solve_cli
     from pdeladder.solvers import cli as solvers_cli
 
     app.add_typer(solvers_cli.app, name="solvers")
-    app.command("solve")(solvers_cli.solve)
+    app.command("solve")(solve_cli.solve)
     from pdeladder.dataset import cli as dataset_cli
 
     app.add_typer(dataset_cli.app, name="store")

@@ -30,8 +30,8 @@ def create_group(store: Store, plan: GroupPlan, curriculum: str) -> WritableGrou
     any worker writes, so workers only open existing groups. A group of K-rank samples
     (``plan.ranks`` > 1) gets x chunks for K slabs and ``ranks_per_sample`` in its attributes,
     so that a rerun with another K is refused rather than mixing samples of two K."""
+    from pdeladder.curriculum.slab_solve import x_slabs
     from pdeladder.slabs import slab_chunk
-    from pdeladder.solvers.slab_solve import x_slabs
 
     attrs = group_attrs(plan, curriculum)
     ranks = int(plan.ranks)
@@ -100,11 +100,11 @@ class Solver:
 
 def gang_solve(url: str, path: str, spec: SampleSpec, ranks: int) -> Outcome:
     """Solve ``spec`` on ``ranks`` MPI processes (``mpiexec -n ranks`` of
-    :mod:`pdeladder.solvers.slab_solve`, the launch ``pdeladder solve --ranks`` uses), each
+    :mod:`pdeladder.curriculum.slab_solve`, the launch ``pdeladder solve --ranks`` uses), each
     writing its x slab of sample ``spec.index`` of the group at ``path``; rank 0 commits it.
     A rank that dies raises :class:`~pdeladder.errors.SolveError` (the sample stays missing);
     a solver failure is recorded as failed by rank 0 and returned."""
-    from pdeladder.solvers import slab_solve
+    from pdeladder.curriculum import slab_solve
 
     job = slab_solve.job(
         spec.family,

@@ -49,15 +49,6 @@ LAYERS = [
     {"pdeladder.cli"},
 ]
 
-#: The one package cycle left (issue 33, item 3, still open): ``solvers/slab_solve.py`` and the
-#: ``solve`` command (``solvers/cli.py``) write a sample into a store (``open_store``, the group's
-#: write protocol), so they belong above both the families and the store (beside the
-#: curriculum's materialize, which launches them); moving them renames ``python -m
-#: pdeladder.solvers.slab_solve``, which benchmarks/solve_ranks.py and docs/curriculum.md name.
-#: The tests fail when another cycle or upward import appears, and when this one is gone (then
-#: delete it here).
-KNOWN_UPWARD = {("pdeladder.solvers", "pdeladder.dataset")}
-
 #: Subpackages that import nothing from the named ones: the model and its layers know nothing
 #: of ranks (STYLE.md, trainer's distributed parts): parallelism is applied to them from outside.
 FORBIDDEN = {
@@ -193,8 +184,7 @@ def test_the_graph_sees_the_imports():
 
 def test_no_cycle_between_packages():
     edges = graph(1)
-    known = [sorted(edge) for edge in KNOWN_UPWARD]
-    found = [c for c in cycles(edges) if c not in known]
+    found = cycles(edges)
     assert not found, "import cycles between packages:\n" + "\n\n".join(
         explain(c, edges) for c in found
     )
@@ -216,10 +206,8 @@ def test_packages_import_only_from_below():
     upward = [
         f"  {a} -> {b}  ({', '.join(where[:3])})"
         for (a, b), where in sorted(edges.items())
-        if layer[b] > layer[a] and (a, b) not in KNOWN_UPWARD
+        if layer[b] > layer[a]
     ]
-    gone = [edge for edge in KNOWN_UPWARD if edge not in edges]
-    assert not gone, f"no longer imported: {gone}; delete them from KNOWN_UPWARD"
     assert not upward, "imports from a higher layer (DESIGN.md's flow of work):\n" + "\n".join(
         upward
     )

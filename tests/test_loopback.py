@@ -180,7 +180,7 @@ def test_a_solve_on_two_ranks_listens_on_nothing_outside_loopback(tmp_path: Path
     args = ["solve", "heat", "--out", "s.zarr", "--dim", "2", "--resolution", "9",
             "--snapshots", "3", "--ranks", "2", "--json"]  # fmt: skip
     watch = watched(args, environment(tmp_path), tmp_path)
-    assert watch.ran("pdeladder.solvers.slab_solve"), watch.commands  # the ranks were seen
+    assert watch.ran("pdeladder.curriculum.slab_solve"), watch.commands  # the ranks were seen
     assert_loopback_only(watch)
 
 
@@ -295,7 +295,7 @@ def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
                     "--domain-ranks", "2"],
     }  # fmt: skip
     evidence = {
-        "materialize": "pdeladder.solvers.slab_solve",
+        "materialize": "pdeladder.curriculum.slab_solve",
         "train": "RayTrainWorker",
         "predict": "pdeladder.trainer.predict",
     }

@@ -49,7 +49,7 @@ stages:
 """
 GANG = "s0/heat/2d_n17_t5"
 #: across K a sample equals the serial one within this fraction of its largest magnitude
-#: (docs/curriculum.md, "One sample on K ranks"; tests/solvers/test_slab_solve.py)
+#: (docs/curriculum.md, "One sample on K ranks"; tests/curriculum/test_slab_solve.py)
 BOUND = 1e-6
 
 
@@ -166,7 +166,7 @@ class RankKiller:
                     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if argv[1:3] == [b"-m", b"pdeladder.solvers.slab_solve"]:
+                if argv[1:3] == [b"-m", b"pdeladder.curriculum.slab_solve"]:
                     os.kill(int(pid), signal.SIGKILL)
                     self.killed.append(int(pid))
                     break

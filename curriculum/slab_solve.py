@@ -1,10 +1,10 @@
 """One sample solved on K MPI ranks, each rank writing its own x slab of it to the store.
 
-Launched by ``pdeladder solve FAMILY ... --ranks K`` as ``mpiexec -n K python -m
-pdeladder.solvers.slab_solve JOB`` (``JOB``: the JSON of :func:`job`). The mesh is partitioned
-into the x slabs of the group's ``fields`` chunks (:func:`pdeladder.slabs.slabs`), so
-every rank samples and writes its own slab, whole chunks, and no rank gathers the sample. The
-store protocol (:meth:`~pdeladder.dataset.writer.WritableGroup.write_slab`):
+Launched by ``pdeladder solve FAMILY ... --ranks K`` (and ``curriculum materialize``'s K-rank
+samples) as ``mpiexec -n K python -m pdeladder.curriculum.slab_solve JOB`` (``JOB``: the JSON of
+:func:`job`). The mesh is partitioned into the x slabs of the group's ``fields`` chunks
+(:func:`pdeladder.slabs.slabs`), so every rank samples and writes its own slab, whole chunks,
+and no rank gathers the sample. The store protocol (:meth:`~pdeladder.dataset.writer.WritableGroup.write_slab`):
 
 1. rank 0 appends a placeholder sample to the group and :meth:`discard`\\ s it (status
    missing), and sends its index to the others; the placeholder's reason names the sample
@@ -191,7 +191,7 @@ def run_on_ranks(spec: dict[str, Any], ranks: int, hosts: str | None = None) -> 
     rank solving and writing into the store beside the rerun that resubmits the sample. The
     ranks run with :func:`pdeladder.network.mpi_env`: MPI on loopback unless configured."""
     command = [mpiexec(hosts), "-n", str(ranks), *(["-hosts", hosts] if hosts else [])]
-    command += [sys.executable, "-m", "pdeladder.solvers.slab_solve", json.dumps(spec)]
+    command += [sys.executable, "-m", "pdeladder.curriculum.slab_solve", json.dumps(spec)]
     env = {**mpi_env(hosts), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(tied(command), env=env, stdout=subprocess.PIPE, text=True, check=False)
     lines = done.stdout.strip().splitlines()

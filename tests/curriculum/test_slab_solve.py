@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from pdeladder import slabs as cut
 from pdeladder.cli import app
+from pdeladder.curriculum.slab_solve import solve_slab
 from pdeladder.dataset.format import MISSING, OK
 from pdeladder.dataset.store import open_store
 from pdeladder.dataset.verify import store_problems
@@ -30,7 +31,6 @@ from pdeladder.solvers.fem import (
     solver_options,
 )
 from pdeladder.solvers.grid import Grid, SlabGrid
-from pdeladder.solvers.slab_solve import solve_slab
 
 #: Largest |K-rank - serial| / max |serial| per family, 2 ranks, 2D at 17^2 and 5 snapshots
 #: (measured: 0 for darcy, advection_diffusion and navier_stokes; the mass systems, CG at rtol
@@ -171,7 +171,7 @@ _DYING = textwrap.dedent(
     import os, sys
     from mpi4py import MPI
     from pdeladder.dataset.writer import WritableGroup
-    from pdeladder.solvers import slab_solve
+    from pdeladder.curriculum import slab_solve
 
     write_slab = WritableGroup.write_slab
 
@@ -188,7 +188,7 @@ _DYING = textwrap.dedent(
 
 @pytest.mark.mpi
 def test_a_rank_that_dies_leaves_no_committed_sample_and_the_rerun_completes_it(tmp_path):
-    from pdeladder.solvers.slab_solve import job
+    from pdeladder.curriculum.slab_solve import job
 
     url, clean = str(tmp_path / "store"), str(tmp_path / "clean")
     grid = get_family("heat").grid(2, 9, 3)
@@ -248,7 +248,7 @@ def test_a_killed_caller_leaves_no_rank_solving(tmp_path, running):
     url = str(tmp_path / "store")
     args = ["solve", "heat", "--out", url, "--dim", "3", "--resolution", "65", "--ranks", "2"]
     cli = subprocess.Popen([PDELADDER, *args], env=ENV, stdout=subprocess.DEVNULL)
-    ranks = lambda: running("-m pdeladder.solvers.slab_solve", url)  # noqa: E731
+    ranks = lambda: running("-m pdeladder.curriculum.slab_solve", url)  # noqa: E731
     deadline = time.monotonic() + 120
     while len(ranks()) < 2:
         assert cli.poll() is None and time.monotonic() < deadline, "the ranks never started"
@@ -330,7 +330,7 @@ _EVERY_FAMILY = textwrap.dedent(
     from pdeladder import slabs as cut
     from pdeladder.solvers import get_family
     from pdeladder.solvers.grid import SlabGrid
-    from pdeladder.solvers.slab_solve import solve_slab
+    from pdeladder.curriculum.slab_solve import solve_slab
 
     comm, out = MPI.COMM_WORLD, {}
     for name in json.loads(sys.argv[1]):
@@ -375,7 +375,7 @@ _NAN_ON_ONE_RANK = textwrap.dedent(
     from pdeladder.solvers import get_family
     from pdeladder.solvers.grid import SlabGrid
     from pdeladder.solvers.lumped_mass import LumpedDiffusion
-    from pdeladder.solvers.slab_solve import solve_slab
+    from pdeladder.curriculum.slab_solve import solve_slab
 
     comm, calls = MPI.COMM_WORLD, [0]
     solve = LumpedDiffusion.solve
