@@ -40,7 +40,7 @@ Refine = Annotated[
         metavar="N",
         help="Improve each predicted rollout by N iterations against its family's PDE "
         "residual, the initial state, inputs and zero walls held: L-BFGS, or Gauss-Newton "
-        "for a small steady sample (0: off).",
+        "for a steady sample (0: off).",
     ),
 ]
 
