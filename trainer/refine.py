@@ -275,6 +275,9 @@ def least_squares(
     grid,
     iterations: int,
     observe: Callable[[int, torch.Tensor], None] | None = None,
+    *,
+    slab: Slab | None = None,
+    domain: DomainGroup | None = None,
 ) -> Refined:
     """``fields``, steady samples, moved to the minimiser of ``family_name``'s residual over
     their free values by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R``
@@ -284,8 +287,9 @@ def least_squares(
     The route for what L-BFGS cannot reach: an elliptic residual's Hessian is conditioned as
     ``h⁻⁴``, and L-BFGS from zero stalls far from its minimiser ("The residual's floor",
     benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
-    (Darcy's pressure) exactly, and the iteration stops there. Whole samples on one rank, each
-    alone, of at most :data:`DIRECT_LIMIT` free values, else ValueError.
+    (Darcy's pressure) exactly, and the iteration stops there. Each sample alone, of at most
+    :data:`DIRECT_LIMIT` free values, else ValueError; on the x ``slab`` this rank of
+    ``domain`` holds, every rank solves the gathered samples alike and keeps its rows.
 
     Args: as :func:`refine`'s (``iterations``, at most, in place of ``steps``);
         ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
@@ -295,6 +299,16 @@ def least_squares(
         relative residual at the start and after each iteration (an iteration that no longer
         lowers it ends the sample's: its value repeats).
     """
+    if domain is not None and slab is not None and slab.is_split(1):
+        lo, n = slab.lo[1], slab.hi[1] - slab.lo[1]
+
+        def mine(x: torch.Tensor) -> torch.Tensor:
+            return x.narrow(-3, lo, n)
+
+        seen = None if observe is None else (lambda k, x: observe(k, mine(x)))
+        whole = [gather_x(t, slab, domain) for t in (fields, trivial)]
+        done = least_squares(family_name, *whole, params, predicted, grid, iterations, seen)
+        return Refined(mine(done.fields).contiguous(), done.residual)
     fam = get_family(family_name)
     held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
     free = (~held).flatten().nonzero().squeeze(1)
@@ -452,53 +466,9 @@ def refine_batch(
             fields = torch.cat([trivial[:, :, :1], fields[:, :, 1:]], dim=2)  # the given u(0)
         predicted = batch["predicted"][rows[0], slots].bool()
         seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
-        if direct(name, predicted, slab.shape, grid.dim):
-            done = direct_slab(
-                name, fields, trivial, params, predicted, grid, steps, slab, domain, seen
-            )
-        else:
-            done = refine(
-                name,
-                fields,
-                trivial,
-                params,
-                predicted,
-                grid,
-                steps,
-                slab=slab,
-                domain=domain,
-                observe=seen,
-            )
+        how = least_squares if direct(name, predicted, slab.shape, grid.dim) else refine
+        done = how(name, fields, trivial, params, predicted, grid, steps,
+                   slab=slab, domain=domain, observe=seen)  # fmt: skip
         out[rows[:, None], slots] = done.fields
         curves[name] = done.residual
     return out, curves
-
-
-def direct_slab(
-    family_name: str,
-    fields: torch.Tensor,
-    trivial: torch.Tensor,
-    params: torch.Tensor,
-    predicted: torch.Tensor,
-    grid,
-    iterations: int,
-    slab: Slab,
-    domain: DomainGroup | None,
-    observe: Callable[[int, torch.Tensor], None] | None,
-) -> Refined:
-    """:func:`least_squares` of the samples whose x ``slab`` this rank holds: on one rank as
-    it is; split over ``domain``, of the gathered samples, every rank
-    the same, each keeping its slab's rows."""
-    if domain is None or not slab.is_split(1):
-        return least_squares(
-            family_name, fields, trivial, params, predicted, grid, iterations, observe
-        )
-    lo, n = slab.lo[1], slab.hi[1] - slab.lo[1]
-
-    def mine(x: torch.Tensor) -> torch.Tensor:
-        return x.narrow(-3, lo, n)
-
-    seen = None if observe is None else (lambda k, x: observe(k, mine(x)))
-    whole = [gather_x(t, slab, domain) for t in (fields, trivial)]
-    done = least_squares(family_name, *whole, params, predicted, grid, iterations, seen)
-    return Refined(mine(done.fields).contiguous(), done.residual)
