@@ -71,8 +71,8 @@ def demo(
         int,
         typer.Option(
             min=0,
-            help="L-BFGS steps against the PDE residual refining the last stage's predictions, "
-            "scored beside the unrefined (0: none).",
+            help="Iterations against the PDE residual refining the last stage's predictions "
+            "(L-BFGS; Gauss-Newton for a steady sample), scored beside the unrefined (0: none).",
         ),
     ] = DEMO_REFINE,
     host: Host = "127.0.0.1",

@@ -67,8 +67,9 @@ class Loop(CurriculumSource):
         0,
         ge=0,
         le=10_000,
-        description="L-BFGS steps against the PDE residual that refine each prediction in the "
-        "last stage's evaluation, scored beside the unrefined ones; 0: none.",
+        description="Iterations against the PDE residual (L-BFGS; Gauss-Newton for a steady "
+        "sample) that refine each prediction in the last stage's evaluation, scored beside the "
+        "unrefined ones; 0: none.",
     )
 
 
