@@ -350,7 +350,7 @@ def predict_store(
             records = {name: source.column(name) for name in ("params", "seed", "reason")}
             for i in failed:
                 copy_failure(source, targets[path], int(i), records)
-        todo = unpredicted(targets[path], np.flatnonzero(status == OK), source.checksums())
+        todo = unpredicted(targets[path], np.flatnonzero(status == OK), source.checksums(status))
         for i in todo[done[todo] == OK]:  # predicted from a sample changed since: again
             targets[path].discard(int(i))
         pending[path] = (len(failed), len(todo))

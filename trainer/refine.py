@@ -289,7 +289,8 @@ def least_squares(
     benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
     (Darcy's pressure) exactly, and the iteration stops there. Each sample alone, of at most
     :data:`DIRECT_LIMIT` free values, else ValueError; on the x ``slab`` this rank of
-    ``domain`` holds, every rank solves the gathered samples alike and keeps its rows.
+    ``domain`` holds, every rank solves the gathered samples alike and keeps its rows. On the
+    host (SciPy's sparse LU), whatever the fields' device.
 
     Args: as :func:`refine`'s (``iterations``, at most, in place of ``steps``);
         ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
@@ -309,13 +310,18 @@ def least_squares(
         whole = [gather_x(t, slab, domain) for t in (fields, trivial)]
         done = least_squares(family_name, *whole, params, predicted, grid, iterations, seen)
         return Refined(mine(done.fields).contiguous(), done.residual)
+    if (device := fields.device).type != "cpu":  # the sparse solve is SciPy's, on the host
+        seen = None if observe is None else (lambda k, x: observe(k, x.to(device)))
+        done = least_squares(family_name, fields.cpu(), trivial.cpu(), params.cpu(), predicted,
+                             grid, iterations, seen)  # fmt: skip
+        return Refined(done.fields.to(device), done.residual.to(device))
     fam = get_family(family_name)
     held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
     free = (~held).flatten().nonzero().squeeze(1)
     if fields.shape[2] != 1 or len(free) > DIRECT_LIMIT:
         raise ValueError(f"steady samples of at most {DIRECT_LIMIT} free values, not {len(free)}")
     ranges = reach(family_name, grid.dim, tuple(predicted.cpu().tolist()))
-    x = fields.masked_fill(walls.to(fields.device), 0.0).double()
+    x = fields.masked_fill(walls, 0.0).double()
     physics = params.double()
     scale = 1.0 / residual_squares(family_name, trivial.double(), physics, grid).clamp_min(1e-20)
     res, count = residual_points(family_name, x[:1], physics[:1], grid)
