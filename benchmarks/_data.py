@@ -1,13 +1,17 @@
-"""Real solver output for the benchmarks: heat-equation trajectories, solved once and cached."""
+"""Real solver output for the benchmarks: heat-equation trajectories, solved once and cached,
+and solves on two grids from one initial draw."""
 
 from mpi4py import MPI  # noqa: F401  (loaded before DOLFINx)
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from rich.progress import track
 
 from pdeladder.solvers import Sample, get_family
+from pdeladder.solvers.grid import Grid
 
 
 def heat_samples(n: int, dim: int, resolution: int, snapshots: int, cache: Path) -> list[Sample]:
@@ -28,3 +32,25 @@ def heat_samples(n: int, dim: int, resolution: int, snapshots: int, cache: Path)
             np.save(path, s.fields)
         out.append(s)
     return out
+
+
+@contextmanager
+def coarse_from_fine(family_name: str, fine: Grid, coarse: Grid) -> Iterator[None]:
+    """While active, a solve of ``family_name`` on ``coarse`` starts from the draw of the same
+    seed on ``fine``, taken at the coarse points (its points every ``(fine - 1) / (coarse - 1)``
+    along each axis), so that the two grids solve one initial state; other grids as they are."""
+    cls = type(get_family(family_name))
+    draw, stride = cls.initial_fields, (fine.resolution - 1) // (coarse.resolution - 1)
+
+    def shared(self, params, g, rng, comm=None):
+        if g != coarse:
+            return draw(self, params, g, rng, comm)
+        return draw(self, params, fine, rng, comm)[
+            (slice(None), *[slice(None, None, stride)] * coarse.dim)
+        ]
+
+    cls.initial_fields = shared
+    try:
+        yield
+    finally:
+        cls.initial_fields = draw

@@ -90,6 +90,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from _data import coarse_from_fine  # benchmarks/_data.py (the script folder is on sys.path)
 from rich.console import Console
 from rich.table import Table
 
@@ -565,25 +566,14 @@ def coarse_solves(bench: Bench) -> dict[str, float]:
     from pdeladder.solvers.registry import get_family
     from pdeladder.trainer.metrics import nrmse
 
-    store, out = open_store(bench.store), {}
-    n, stride = (
-        bench.sizes.resolution,
-        (bench.finest_resolution - 1) // (bench.sizes.resolution - 1),
-    )
+    store, out, n = open_store(bench.store), {}, bench.sizes.resolution
     for f, snapshots in bench.snapshots.items():
         fam, group = get_family(f), store.group(bench.path("c2", f))
         fine, coarse = fam.grid(2, bench.finest_resolution, snapshots), fam.grid(2, n, snapshots)
-        cls, draw = type(fam), type(fam).initial_fields
-
-        def shared(self, params, g, rng, comm=None, fine=fine, coarse=coarse, draw=draw):
-            drawn = draw(self, params, fine if g == coarse else g, rng, comm)
-            return drawn[:, ::stride, ::stride] if g == coarse else drawn
-
         predicted = [c.role != "input" for c in fam.channels_for(2)]
         scored = range(group.n_samples // 2, group.n_samples)  # held_out=0.5's half
         errors = []
-        cls.initial_fields = shared
-        try:
+        with coarse_from_fine(f, fine, coarse):
             for i, params, seed in zip(
                 scored,
                 group.params()[scored.start :],
@@ -600,8 +590,6 @@ def coarse_solves(bench: Bench) -> dict[str, float]:
                 ).reshape(1, t, c, fine.resolution, fine.resolution, 1)
                 truth = torch.from_numpy(group.read(i)).double()[None]
                 errors.append(nrmse(up.movedim(2, 1), truth.movedim(2, 1))[0, predicted])
-        finally:
-            cls.initial_fields = draw
         out[f] = float(torch.cat(errors).mean())
     return out
 

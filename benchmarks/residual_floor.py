@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _data import coarse_from_fine  # benchmarks/_data.py (the script folder is on sys.path)
 
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer import refine
@@ -59,18 +60,8 @@ def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tenso
     fields ``(b, C, T, n, n, 1)`` float64, and the coarse solve's wall seconds per sample."""
     fam = get_family(name)
     grid, fine = fam.grid(2, n, snapshots), fam.grid(2, 2 * (n - 1) + 1, snapshots)
-    cls, draw = type(fam), type(fam).initial_fields
-
-    def shared(self, params, g, rng, comm=None):  # the coarse grid's draw: the fine one's points
-        return (
-            draw(self, params, fine, rng, comm)[:, ::2, ::2]
-            if g == grid
-            else draw(self, params, g, rng, comm)
-        )
-
     coarse, reference, params, seconds = [], [], [], 0.0
-    cls.initial_fields = shared
-    try:
+    with coarse_from_fine(name, fine, grid):
         fam.run(fam.parse_params({}), grid, seed=samples)  # compiles the forms: not timed
         for seed in range(samples):
             p = fam.parse_params({})
@@ -79,8 +70,6 @@ def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tenso
             seconds += time.perf_counter() - start
             reference.append(fam.run(p, fine, seed=seed).fields[:, :, ::2, ::2])
             params.append(p.vector())
-    finally:
-        cls.initial_fields = draw
 
     def order(f: list[np.ndarray]) -> torch.Tensor:  # (b, T, C, ...) -> (b, C, T, ...)
         return torch.as_tensor(np.stack(f)).transpose(1, 2).double()
