@@ -80,9 +80,9 @@ class SelfImprovement(BaseModel):
         0,
         ge=0,
         le=10_000,
-        description="give each draw a target: its residual's minimiser, this many L-BFGS steps "
-        "from the initial state held (a steady draw's: by Gauss-Newton; 0: no targets, the "
-        "residual alone)",
+        description="give each draw a target: its residual's minimiser, at most this many "
+        "Gauss-Newton iterations from the initial state held (L-BFGS steps beyond 2^20 "
+        "unknowns; 0: no targets, the residual alone)",
     )
     target_weight: float = Field(1.0, ge=0, description="weight of the data loss on the targets")
     resolution: StrictInt | None = Field(

@@ -77,6 +77,11 @@ class Grid:
         return spatial_shape(self.dim, self.resolution)
 
     @property
+    def space_time(self) -> tuple[int, int, int, int]:
+        """A sample's space-time shape ``(T, X, Y, Z)``: the axes after the channel axis."""
+        return (self.snapshots, *self.shape)
+
+    @property
     def points(self) -> int:
         """Number of spatial grid points."""
         return self.resolution**self.dim

@@ -39,8 +39,8 @@ Refine = Annotated[
     typer.Option(
         metavar="N",
         help="Improve each predicted rollout by N iterations against its family's PDE "
-        "residual, the initial state, inputs and zero walls held: L-BFGS, or Gauss-Newton "
-        "for a steady sample (0: off).",
+        "residual, the initial state, inputs and zero walls held: Gauss-Newton (sparse "
+        "direct solves), or L-BFGS for a sample beyond 2^20 unknowns (0: off).",
     ),
 ]
 

@@ -83,7 +83,7 @@ def knows(layout: SlotLayout, group: Group, modes: tuple[int, ...] | None = None
 def covers(modes: tuple[int, ...], grid) -> bool:
     """Whether weights with ``modes`` over ``(t, x, y, z)`` run on ``grid``: no axis after their
     half axis (:func:`~pdeladder.trainer.layers.spectral.half_axis`) has points."""
-    shape = (grid.snapshots, *grid.shape)
+    shape = grid.space_time
     return all(n == 1 for n in shape[half_axis(tuple(modes)) + 1 :])
 
 
@@ -323,7 +323,7 @@ def predict_store(
         for path in paths:  # the x cuts at chunk boundaries must leave every rank enough points
             grid = store.group(path).grid
             slab_tiling(grid, domain_ranks, model.config.padding).slab(
-                (grid.snapshots, *grid.shape), 0
+                grid.space_time, 0
             )
     check_out(out_url, store_url, checkpoint, force)
     out = open_store(out_url, "a")
@@ -417,7 +417,7 @@ def predict_groups(
         if domain is not None:
             grid = source.grid
             tiling = slab_tiling(grid, domain.size, model.config.padding)
-            slab = tiling.slab((grid.snapshots, *grid.shape), rank)
+            slab = tiling.slab(grid.space_time, rank)
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         ok = unpredicted(target, ok, records["checksum"])  # a resumed prediction's are kept
         for start in range(0, len(ok), job["batch_size"]):

@@ -1,19 +1,21 @@
 """Refinement at inference: a predicted rollout improved against its family's PDE residual.
 
 PINO's test-time optimisation, on the field values rather than the weights: starting from the
-model's prediction, ``steps`` iterations of L-BFGS minimise the equation loss's relative
-residual (:func:`~pdeladder.trainer.losses.equation.relative_residual`: one equation per
-snapshot interval, fourth order in time, the walls completed by their conditions) over the
-predicted values of one sample. What the sample is given stays as given: its input-role channels, its initial
+model's prediction, ``steps`` iterations minimise the equation loss's relative residual
+(:func:`~pdeladder.trainer.losses.equation.relative_residual`: one equation per snapshot
+interval, fourth order in time, the walls completed by their conditions) over the predicted
+values of one sample: Gauss–Newton with sparse direct solves (:func:`least_squares`, all
+snapshots at once) up to :data:`DIRECT_LIMIT` values, L-BFGS (:func:`refine`) beyond. What the sample is given stays as given: its input-role channels, its initial
 state (snapshot 0 of a time series) and the points of a zero wall, which hold their condition,
 0. The minimiser of that residual lies at the discretisation error from the solver's data
 (benchmarks/RESULTS.md, "The residual's floor"), so the iteration moves a
 prediction whose error is larger than that toward the solution.
 
 Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is
-predicted in). On x slabs of a ``domain`` group every reduction the iteration takes, the
-residual's sums and the L-BFGS inner products, is all-reduced over the group, so every rank
-takes the same steps and the refined slabs are those of the unsharded refinement (to rounding).
+predicted in). On x slabs of a ``domain`` group, Gauss–Newton solves the gathered sample on
+every rank; L-BFGS all-reduces every reduction it takes, the residual's sums and its inner
+products, over the group, so every rank takes the same steps. Either way the refined slabs
+are those of the unsharded refinement (to rounding).
 
 Tensors are ``(b, C_f, T, X, Y, Z)``: one family's channels, physical units.
 """
@@ -54,6 +56,9 @@ ARMIJO, HALVINGS = 1e-4, 30
 DIRECT_LIMIT = 2**20
 #: The squared residual, relative to its start, at which :func:`least_squares` has converged.
 ROUNDING = 1e-24
+#: A step of :func:`least_squares` on the last Jacobian's factors is kept while it lowers the
+#: squared residual at least this much (a sparse LU costs 10-100 residual evaluations).
+CHORD = 0.01
 
 
 @dataclass(frozen=True)
@@ -156,9 +161,9 @@ def refine(
 
 def direct(family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int) -> bool:
     """Whether a sample of ``family_name`` on the global grid ``shape`` ``(T, X, Y, Z)``, its
-    channels ``predicted`` ``(C_f,)``, is refined by :func:`least_squares`: steady (``T`` 1),
-    with at most :data:`DIRECT_LIMIT` free values."""
-    return shape[0] == 1 and len(free_values(family_name, predicted, shape, dim)) <= DIRECT_LIMIT
+    channels ``predicted`` ``(C_f,)``, is refined by :func:`least_squares`: at most
+    :data:`DIRECT_LIMIT` free values."""
+    return len(free_values(family_name, predicted, shape, dim)) <= DIRECT_LIMIT
 
 
 def free_values(
@@ -173,12 +178,13 @@ def free_values(
 
 @functools.cache
 def reach(family_name: str, dim: int, predicted: tuple[bool, ...]) -> tuple[int, ...]:
-    """How far, in grid points along each axis, a steady residual point of ``family_name``
-    reaches into the free values (through the walls' completion too): read off the Jacobian
-    at random fields on a grid of 9 points per axis, where every coupling shows."""
+    """How far, in grid points along each axis ``(t, x, y, z)`` (t's 0 for a steady family), a
+    residual point of ``family_name`` reaches into the free values (through the walls'
+    completion and the time rule too): read off the Jacobian at random fields on a grid of 9
+    points per axis, 9 snapshots, where every coupling shows."""
     fam, mask = get_family(family_name), torch.tensor(predicted)
-    grid = fam.grid(dim, 9, 1)
-    shape = (1, *grid.shape)
+    grid = fam.grid(dim, 9, 1 if fam.steady else 9)
+    shape = grid.space_time
     free = free_values(family_name, mask, shape, dim)
     generator = torch.Generator().manual_seed(0)
     x = torch.randn((1, len(predicted), *shape), generator=generator, dtype=torch.float64)
@@ -188,21 +194,23 @@ def reach(family_name: str, dim: int, predicted: tuple[bool, ...]) -> tuple[int,
         values = x.flatten().index_put((free,), v).reshape(x.shape)
         return residual_points(family_name, values, params, grid)[0].flatten()
 
-    rows, cols = torch.func.jacrev(residual)(x.flatten()[free]).nonzero().unbind(1)
-    out = residual_points(family_name, x, params, grid)[0].shape[3:]
-    centres = _positions(rows, out) + torch.tensor(_offset(grid.shape, out))
-    points = _positions(free[cols], grid.shape)
-    return tuple(int((centres[:, a] - points[:, a]).abs().max()) for a in range(dim))
+    jacobian = torch.autograd.functional.jacobian(residual, x.flatten()[free])
+    rows, cols = jacobian.nonzero().unbind(1)
+    out = residual_points(family_name, x, params, grid)[0].shape[2:]
+    centres = _positions(rows, out) + torch.tensor(_offset(shape, out))
+    points = _positions(free[cols], shape)
+    return tuple(int((centres[:, a] - points[:, a]).abs().max()) for a in range(1 + dim))
 
 
 def _offset(space: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
-    """Where a centred residual's points start on the grid ``space``, per axis."""
+    """Where a residual's points start on the grid ``space`` ``(T, X, Y, Z)``, per axis: the
+    interior in space, in time interval ``k`` at snapshot ``k``."""
     return tuple((n - m) // 2 for n, m in zip(space, out, strict=True))
 
 
 def _positions(flat: torch.Tensor, space: tuple[int, ...]) -> torch.Tensor:
-    """The grid points ``(n, 3)`` of flat indices into ``(..., *space)`` (of one snapshot: the
-    leading axes, channels or residual components, dropped)."""
+    """The grid points ``(n, 4)`` ``(t, x, y, z)`` of flat indices into ``(..., *space)``
+    (the leading axes, channels or residual components, dropped)."""
     return torch.stack(torch.unravel_index(flat % math.prod(space), space), dim=1)
 
 
@@ -214,23 +222,24 @@ def sparse_jacobian(
     out: tuple[int, ...],
     ranges: tuple[int, ...],
 ):
-    """The Jacobian, a SciPy CSR array ``(R·X'·Y'·Z', F)``, of the flat steady ``residual``
-    (``out`` = ``(R, X', Y', Z')``) in the free values ``v`` (flat indices ``free`` into
-    ``(C, 1, *space)``), from one vector-Jacobian product per colour and component: residual
-    points ``ranges`` (per axis, :func:`reach`) apart share no value, so each value's entry of
-    a colour's product is the derivative of the one point of that colour within its range
-    (Curtis–Powell–Reid compression, by rows)."""
+    """The Jacobian, a SciPy CSR array ``(R·K·X'·Y'·Z', F)``, of the flat ``residual``
+    (``out`` = ``(R, K, X', Y', Z')``) in the free values ``v`` (flat indices ``free`` into
+    ``(C, *space)``, ``space`` = ``(T, X, Y, Z)``), from one vector-Jacobian product per colour
+    and component: residual points ``ranges`` (per axis ``(t, x, ...)``, :func:`reach`) apart
+    share no value, so each value's entry of a colour's product is the derivative of the one
+    point of that colour within its range (Curtis–Powell–Reid compression, by rows)."""
     import scipy.sparse
 
-    period = torch.tensor([2 * r + 1 for r in ranges] + [1] * (3 - len(ranges)))
+    period = torch.tensor([2 * r + 1 for r in ranges] + [1] * (4 - len(ranges)))
     half = (period - 1) // 2
     offset, extent, n = (
         torch.tensor(_offset(space, out[1:])),
         torch.tensor(out[1:]),
         math.prod(out[1:]),
     )
-    values_at = _positions(free, space)  # (F, 3)
-    points_at = _positions(torch.arange(n), out[1:]) + offset  # (n, 3): each point's centre
+    strides = torch.tensor([math.prod(out[2 + a :]) for a in range(4)])
+    values_at = _positions(free, space)  # (F, 4)
+    points_at = _positions(torch.arange(n), out[1:]) + offset  # (n, 4): each point's centre
     _, pullback = torch.func.vjp(residual, v)
     rows, cols, data = [], [], []
     for colour in itertools.product(*[range(int(p)) for p in period]):
@@ -238,7 +247,7 @@ def sparse_jacobian(
         mine = ((points_at - m) % period == 0).all(dim=1)  # (n,)
         at = values_at + (m - values_at + half) % period - half - offset  # each value's point
         inside = ((at >= 0) & (at < extent)).all(dim=1)
-        point = (at[:, 0] * extent[1] + at[:, 1]) * extent[2] + at[:, 2]
+        point = (at * strides).sum(dim=1)
         for component in range(out[0]):
             seed = torch.zeros((out[0], n), dtype=v.dtype)
             seed[component, mine] = 1.0
@@ -253,17 +262,21 @@ def sparse_jacobian(
     )
 
 
-def solve_sparse(jacobian, rhs: np.ndarray) -> np.ndarray:
-    """The least-squares solution of ``jacobian δ = rhs``: a sparse LU solve where the
-    Jacobian is square and regular, else one of its normal equations."""
+def factorise(jacobian) -> Callable[[np.ndarray], np.ndarray]:
+    """``rhs ↦`` the least-squares solution of ``jacobian δ = rhs``, from one sparse LU: of
+    the Jacobian where it is square and regular, else of its normal equations."""
     import scipy.sparse.linalg
+
+    def lu(matrix):  # a residual's Jacobian is structurally near-symmetric: order by A + Aᵀ
+        return scipy.sparse.linalg.splu(matrix.tocsc(), permc_spec="MMD_AT_PLUS_A").solve
 
     if jacobian.shape[0] == jacobian.shape[1]:
         try:
-            return scipy.sparse.linalg.splu(jacobian.tocsc()).solve(rhs)
+            return lu(jacobian)
         except RuntimeError:  # singular
             pass
-    return scipy.sparse.linalg.spsolve((jacobian.T @ jacobian).tocsc(), jacobian.T @ rhs)
+    normal = lu(jacobian.T @ jacobian)
+    return lambda rhs: normal(jacobian.T @ rhs)
 
 
 def least_squares(
@@ -279,15 +292,18 @@ def least_squares(
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
 ) -> Refined:
-    """``fields``, steady samples, moved to the minimiser of ``family_name``'s residual over
-    their free values by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R``
-    (``J`` the Jacobian of the residual ``R`` in the free values, :func:`sparse_jacobian`;
-    float64; in the least-squares sense, :func:`solve_sparse`).
+    """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
+    by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R`` (``J`` the Jacobian
+    of the residual ``R`` in the free values, :func:`sparse_jacobian`, all snapshots of a time
+    series at once; float64; in the least-squares sense, :func:`factorise`), the step halved until
+    it lowers the residual; its factors serve the next steps while each lowers the squared
+    residual :data:`CHORD`-fold.
 
-    The route for what L-BFGS cannot reach: an elliptic residual's Hessian is conditioned as
-    ``h⁻⁴``, and L-BFGS from zero stalls far from its minimiser ("The residual's floor",
-    benchmarks/RESULTS.md), while one iteration minimises a residual linear in the values
-    (Darcy's pressure) exactly, and the iteration stops there. Each sample alone, of at most
+    The route for what L-BFGS cannot reach: the squared residual's Hessian is conditioned as
+    ``h⁻⁴`` in space, and L-BFGS stalls far from its minimiser on fine grids ("The residual's
+    floor", benchmarks/RESULTS.md), while one iteration minimises a residual linear in the
+    values (heat, advection–diffusion, Darcy's pressure) exactly, and the iteration stops
+    there; a nonlinear one (Burgers) converges as Newton's method does. Each sample alone, of at most
     :data:`DIRECT_LIMIT` free values, else ValueError; on the x ``slab`` this rank of
     ``domain`` holds, every rank solves the gathered samples alike and keeps its rows. On the
     host (SciPy's sparse LU), whatever the fields' device.
@@ -318,14 +334,14 @@ def least_squares(
     fam = get_family(family_name)
     held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
     free = (~held).flatten().nonzero().squeeze(1)
-    if fields.shape[2] != 1 or len(free) > DIRECT_LIMIT:
-        raise ValueError(f"steady samples of at most {DIRECT_LIMIT} free values, not {len(free)}")
+    if len(free) > DIRECT_LIMIT:
+        raise ValueError(f"samples of at most {DIRECT_LIMIT} free values, not {len(free)}")
     ranges = reach(family_name, grid.dim, tuple(predicted.cpu().tolist()))
     x = fields.masked_fill(walls, 0.0).double()
     physics = params.double()
     scale = 1.0 / residual_squares(family_name, trivial.double(), physics, grid).clamp_min(1e-20)
     res, count = residual_points(family_name, x[:1], physics[:1], grid)
-    out_shape = (res.shape[1], *res.shape[3:])  # (R, X', Y', Z')
+    out_shape = (res.shape[1], *res.shape[2:])  # (R, K, X', Y', Z')
     out, curves = [], []
     for i in range(len(x)):
         base, p = x[i].flatten(), physics[i : i + 1]
@@ -338,19 +354,32 @@ def least_squares(
         r = residual(v)
         value = r.square().sum()
         curve, iterates = [value], [v]
+        solve = None  # the last Jacobian's factors, reused while they contract fast
         for _ in range(iterations):
-            jacobian = sparse_jacobian(residual, v, free, x.shape[3:], out_shape, ranges)
-            step = torch.from_numpy(solve_sparse(jacobian, -r.detach().numpy()))
-            r_next = residual(v + step)
-            if not r_next.square().sum() < value:  # converged to rounding
-                break
+            if solve is not None:  # a chord step: Newton's with the last Jacobian
+                step = torch.from_numpy(solve(-r.detach().numpy()))
+                r_next = residual(v + step)
+                if not r_next.square().sum() < CHORD * value:
+                    solve = None
+            if solve is None:
+                jacobian = sparse_jacobian(residual, v, free, x.shape[2:], out_shape, ranges)
+                solve = factorise(jacobian)
+                step = torch.from_numpy(solve(-r.detach().numpy()))
+                for _ in range(HALVINGS):  # Newton's step, halved until it lowers the residual
+                    r_next = residual(v + step)  # (a nonlinear one's, far from its minimiser)
+                    if r_next.square().sum() < value:
+                        break
+                    step = 0.5 * step
+                else:  # converged to rounding
+                    break
             v, r, value = v + step, r_next, r_next.square().sum()
             curve.append(value)
-            iterates.append(v)
+            if observe is not None:
+                iterates.append(v)
             if value <= ROUNDING * curve[0]:  # a linear residual's one iteration
                 break
         curve += [value] * (iterations + 1 - len(curve))
-        iterates += [v] * (iterations + 1 - len(iterates))
+        iterates = iterates + [v] * (iterations + 1 - len(iterates)) if observe else [v]
         out.append([base.index_put((free,), u).reshape(x.shape[1:]) for u in iterates])
         curves.append(torch.stack(curve) / count * scale[i])
     for k in range(iterations + 1 if observe is not None else 0):

@@ -196,7 +196,7 @@ def markdown(report: dict[str, Any]) -> str:
     if refinements := refinement_rows(report):
         lines += [
             "",
-            f"Refinement at inference ({report['refine_steps']} L-BFGS steps against the "
+            f"Refinement at inference ({report['refine_steps']} iterations against the "
             "residual): nRMSE before and after, seconds per sample.",
             "",
             "| group | unrefined | refined | refined / unrefined | residual before / after | "

@@ -44,7 +44,7 @@ def rollout(
         snapshots: time levels ``T``, ``t = 0`` included (1 for a steady family); ``t_end``:
             the last one's time (default: the family's).
         symmetrize: average over the box's symmetries (default: as the model was trained).
-        refine: L-BFGS steps against the family's residual (:mod:`pdeladder.trainer.refine`).
+        refine: iterations against the family's residual (:mod:`pdeladder.trainer.refine`).
 
     Returns:
         float32 ``(C, T, n, ...)``: the prediction, with the initial state and the input

@@ -94,7 +94,7 @@ def check_augmentation(world: int, rank: int) -> dict[str, float]:
     layout, batch = burgers(2, 7, 3, seed=1)
     domain = DomainGroup(None, DomainTiling(x=world), tuple(range(world)), rank)
     grid = batch["grid"]
-    slab = domain.slab((grid.snapshots, *grid.shape))
+    slab = domain.slab(grid.space_time)
     processor = DataProcessor(layout)
     whole, sharded = Augmentation(processor, 7, 0), Augmentation(processor, 7, 0, domain)
     worst, moved_x = 0.0, 0
@@ -127,7 +127,7 @@ def check_predictions(world: int, rank: int) -> dict[str, float]:
             block.spectral.transform = SlabFFT(domain)
         grid = batch["grid"]
         tiling = DomainTiling(x=world, padding=PADDING, x_cuts=cuts)  # predict's slab
-        slab = tiling.slab((grid.snapshots, *grid.shape), rank)
+        slab = tiling.slab(grid.space_time, rank)
         processor = DataProcessor(layout)
         want = slab_rows(predict(model, processor, batch, symmetrize=True), slab, 3)
         got = predict(sharded, processor, slab_batch(batch, slab), slab, True, domain)

@@ -49,5 +49,5 @@ class Augmentation:
         moves = self.elements(family, grid.dim, step, len(batch["fields"]))
         if all(g.is_identity for g in moves):
             return batch
-        slab = self.domain.slab((grid.snapshots, *grid.shape)) if self.domain else None
+        slab = self.domain.slab(grid.space_time) if self.domain else None
         return self.processor.moved(batch, moves, slab, self.domain)

@@ -119,14 +119,11 @@ class UnsolvedPool:
     """The self-improvement pool: ``samples`` unsolved draws per stage group, made once per rank
     (identically on every rank), and batches picked from it as a function of the step.
 
-    With ``self_improvement.refine_steps``, each time-dependent draw's ``fields`` hold a
-    target: the minimiser of the residual the equation loss takes, ``refine_steps`` L-BFGS
-    steps from the initial state held (:func:`~pdeladder.trainer.refine.refine_batch`). For
-    heat, Burgers and advection–diffusion that minimiser lies at the residual's discretisation
-    error from the solver's data (benchmarks/RESULTS.md, "The residual that determines the
-    solution"); it depends on the draw alone, not on the model, so a resumed run makes the same
-    targets. A steady draw's target is its residual's exact minimiser (:func:`targeted`: the
-    residual of an elliptic problem converges too slowly under L-BFGS to give one)."""
+    With ``self_improvement.refine_steps``, each draw's ``fields`` hold a target: the
+    minimiser of the residual the equation loss takes, from the initial state held
+    (:func:`targeted`). That minimiser lies at the residual's discretisation error from the
+    solver's data (benchmarks/RESULTS.md, "The residual's floor"); it depends on the draw
+    alone, not on the model, so a resumed run makes the same targets."""
 
     def __init__(self, cfg: StageConfig, processor: DataProcessor):
         taken = solver_seeds(cfg.store_url, list(cfg.paths))
@@ -156,10 +153,11 @@ def targeted(
     processor: DataProcessor, draws: list[dict[str, Any]], steps: int
 ) -> list[dict[str, Any]]:
     """One group's unsolved ``draws`` (one sample each), each with its residual's minimiser as
-    its fields and ``target`` set (:class:`UnsolvedPool`; each alone): a time series's
-    ``steps`` L-BFGS steps from its initial state held, a steady draw's by Gauss–Newton
-    (:func:`~pdeladder.trainer.refine.least_squares`, up to its size limit; beyond,
-    the draw as it is, ``target`` unset)."""
+    its fields and ``target`` set (:class:`UnsolvedPool`; each alone): at most ``steps``
+    Gauss–Newton iterations from the inputs and initial state held
+    (:func:`~pdeladder.trainer.refine.least_squares`), up to its size limit; beyond it, a
+    time series's ``steps`` L-BFGS steps, and a steady draw as it is, ``target`` unset (the
+    residual of an elliptic problem converges too slowly under L-BFGS to give one)."""
     tensors = [k for k, v in draws[0].items() if isinstance(v, torch.Tensor)]
     batch = {**draws[0], **{k: torch.cat([d[k] for d in draws]) for k in tensors}}
     given = processor.fields(batch)  # (B, C, T, X, Y, Z): snapshot 0 given, the rest zero
@@ -168,7 +166,7 @@ def targeted(
     predicted = batch["predicted"][0, layout.slot_indices(fam, grid.dim)].bool()
     if grid.snapshots == 1 and not direct(fam.name, predicted, given.shape[2:], grid.dim):
         return [{**d, "target": torch.zeros(1, dtype=torch.bool)} for d in draws]
-    held = given[:, :, :1].expand_as(given)  # steady: the inputs given, the rest zero
+    held = given[:, :, :1].expand_as(given)  # the inputs and initial state held
     out, _ = refine_batch(held, given, batch, layout, steps)
     fields = out.to(batch["fields"].dtype)
     return [
@@ -192,7 +190,7 @@ def check_same_weights(model: torch.nn.Module) -> None:
 def slab_of(batch: dict[str, Any], domain: DomainGroup | None) -> Slab | None:
     """This rank's slab of the batch's grid ``(T, X, Y, Z)``; ``None`` without a domain group."""
     grid = batch["grid"]
-    return domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
+    return domain.slab(grid.space_time) if domain is not None else None
 
 
 def local_part(batch: dict[str, Any], slab: Slab | None) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def stage_config(
     checkpointing = activation_checkpointing or tr.offload != "none"
     sizing = StageSizing(
         workers=workers,
-        grids=[(g.snapshots, *g.shape) for _, g in stage.groups()],
+        grids=[g.space_time for _, g in stage.groups()],
         config=model,
         channels=len(layout.slots),
         batch=tr.batch_size,

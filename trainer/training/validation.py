@@ -64,7 +64,7 @@ def held_out_sums(
     for batch, weight in batches:
         batch = processor.to_device(batch)
         grid = batch["grid"]
-        slab = domain.slab((grid.snapshots, *grid.shape)) if domain is not None else None
+        slab = domain.slab(grid.space_time) if domain is not None else None
         pred = predict(model, processor, batch, slab, domain=domain)
         truth = processor.fields(batch)
         nrmse, residual = sample_scores(
