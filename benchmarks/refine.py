@@ -1,7 +1,7 @@
 """Refinement at inference, measured on a trained model and its store (not a CI test).
 
-``evaluate --refine N`` improves each predicted rollout by N L-BFGS steps against its family's
-PDE residual (trainer/refine.py). This benchmark scores a checkpoint on every group of a store
+``evaluate --refine N`` improves each predicted rollout by at most N iterations against its
+family's PDE residual (trainer/refine.py: Gauss–Newton up to 2^20 unknowns, L-BFGS beyond). This benchmark scores a checkpoint on every group of a store
 the model knows (``evaluate_checkpoint``: the held-out samples of the groups it trained on, at
 most 16 per group), unrefined and refined, and prints per group:
 
@@ -12,8 +12,8 @@ most 16 per group), unrefined and refined, and prints per group:
   family's solver on the same grid, parameters and seeds, re-solved in this run after one
   warm-up solve that compiles the forms), and their ratio;
 - the fewest of ``--steps``' counts that lower the nRMSE 2x, and the time ratio there (the
-  refinement's time scaled by that count over the largest: an L-BFGS step costs about the
-  same throughout).
+  refinement's time scaled by that count over the largest: an upper bound for Gauss–Newton,
+  which stops once converged).
 
 Both run on ``--threads`` CPU threads (default 1: the FEM solve is serial, and on a shared
 machine torch's threads over these small tensors wait on each other: 2 threads under load 8
@@ -24,7 +24,7 @@ the FEM solve's wall time. Writes ``refine.json`` and ``refine.png`` (nRMSE agai
 curve per group) into ``--out``.
 
 ``python benchmarks/refine.py --checkpoint runs/quickstart/stages/refine/model
---store stores/quickstart.zarr [--steps 25,50,100,200] [--threads 1] [--out runs/bench-refine]``
+--store stores/quickstart.zarr [--steps 1,2,5,10] [--threads 1] [--out runs/bench-refine]``
 (``make demo`` leaves that model and store).
 """
 
@@ -65,7 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", type=Path, required=True)
     ap.add_argument("--store", required=True)
-    ap.add_argument("--steps", default="25,50,100,200", help="step counts reported")
+    ap.add_argument("--steps", default="1,2,5,10", help="iteration counts reported")
     ap.add_argument("--groups", nargs="*", help="group paths (default: every group it knows)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of torch")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-refine"))

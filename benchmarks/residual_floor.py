@@ -1,14 +1,12 @@
 """The residual's floor: how far the trajectory that minimises the equation loss's residual
 lies from the solution (not a CI test).
 
-With a sample's initial state (and its inputs) held, L-BFGS minimises the relative residual of
-``trainer/losses/equation.py`` over the snapshots 1.. (``trainer/refine.py``) until it stalls;
-the minimiser is the residual's own discrete solution. The iteration starts at the FEM solve:
-from the initial state held, 800 steps leave the residual at 2e-4 (heat) to 8e-3 (Burgers)
-at 65², far from its minimum (the squared residual's conditioning grows as ``h⁻⁴``), and the
-minimiser is unique for the linear families. Its distance
-to the solution bounds what the residual can teach a model (self-improvement) and what
-refinement at inference can reach (issue 31, item 5). Per family and resolution ``n²`` (2D,
+With a sample's initial state (and its inputs) held, Gauss–Newton minimises the relative
+residual of ``trainer/losses/equation.py`` over the snapshots 1.. (``refine.least_squares``:
+sparse direct solves over all snapshots at once) to rounding, from the initial state held; the
+minimiser is the residual's own discrete solution. Its distance to the solution bounds what the
+residual can teach a model (self-improvement) and what refinement at inference can reach
+(issue 31, item 5). Per family and resolution ``n²`` (2D,
 ``--snapshots`` snapshots), over ``--samples`` draws of the default parameters:
 
 - **solve → ref**: the FEM solve against a reference, the same problem solved on the grid of
@@ -24,11 +22,12 @@ refinement at inference can reach (issue 31, item 5). Per family and resolution 
 nRMSE: per sample ``‖a - b‖ / ‖b‖`` over the predicted channels and all snapshots, then the
 mean. The observed order of **min → ref** between resolutions is printed beside it.
 
-A steady family (``darcy``) has no time rule: its minimiser, from a zero output, is reached by
-Gauss–Newton (``refine.least_squares``, sparse direct solves) and its "held" column is 1.
+A steady family (``darcy``) has no time rule: its minimiser starts from a zero output, and
+its "held" column is 1. **min s** is the minimisation's wall seconds per sample, beside the
+FEM solve's (**FEM s**, the whole ``run``).
 
 ``python benchmarks/residual_floor.py [--families heat,burgers,advection_diffusion]
-[--resolutions 17,33,65] [--samples 3] [--steps 800] [--out DIR]`` writes ``floor.json`` and
+[--resolutions 17,33,65] [--samples 3] [--steps 20] [--out DIR]`` writes ``floor.json`` and
 ``floor.md`` into ``--out``.
 """
 
@@ -80,18 +79,15 @@ def solved(name: str, n: int, snapshots: int, samples: int) -> tuple[torch.Tenso
 
 def minimiser(name: str, solve: torch.Tensor, params, n: int, snapshots: int, steps: int):
     """The residual's minimiser and its final relative residual (to the trivial prediction):
-    a time series's, ``steps`` L-BFGS iterations from the solve with its initial state and
-    inputs held; a steady family's, from a zero output by Gauss–Newton (sparse direct solves:
-    ``refine.least_squares``)."""
+    at most ``steps`` Gauss–Newton iterations (``refine.least_squares``) from the inputs and
+    the initial state held (a steady family's: a zero output)."""
     fam = get_family(name)
     grid = fam.grid(2, n, snapshots)
     predicted = torch.tensor([c.role != "input" for c in fam.channels_for(2)])
+    held = solve[:, :, :1].expand_as(solve).clone()
     if fam.steady:
-        zero = torch.where(predicted[None, :, None, None, None, None], 0.0, solve)
-        done = refine.least_squares(name, zero, zero, params, predicted, grid, steps)
-    else:
-        held = solve[:, :, :1].expand_as(solve).clone()
-        done = refine.refine(name, solve.clone(), held, params, predicted, grid, steps)
+        held = torch.where(predicted[None, :, None, None, None, None], 0.0, solve)
+    done = refine.least_squares(name, held, held, params, predicted, grid, steps)
     return done.fields, float(done.residual[:, -1].max())
 
 
@@ -101,7 +97,7 @@ def main() -> None:
     ap.add_argument("--resolutions", default="17,33,65")
     ap.add_argument("--snapshots", type=int, default=11)
     ap.add_argument("--samples", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=800, help="L-BFGS iterations per minimiser")
+    ap.add_argument("--steps", type=int, default=20, help="most Gauss–Newton iterations")
     ap.add_argument("--stencils", default="2,4", help="time rules compared (2: midpoint)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("runs/bench-floor"))

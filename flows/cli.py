@@ -7,11 +7,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-#: L-BFGS steps refining the demo's last predictions: none by default, since on two cores a
-#: 33² sample takes seconds per 25 steps, against 0.1-0.9 s for its FEM solve, which would take
-#: the demo well past its time (README, Quick start; benchmarks/RESULTS.md, "Refinement at
-#: inference").
-DEMO_REFINE = 0
+#: Gauss–Newton iterations refining the demo's last predictions: a linear family's converge in
+#: one, Burgers' in about five (benchmarks/RESULTS.md, "Refinement at inference").
+DEMO_REFINE = 5
 
 app = typer.Typer(
     help="Prefect flows: serve the data-campaign, train and closed-loop deployments.",
@@ -72,7 +70,7 @@ def demo(
         typer.Option(
             min=0,
             help="Iterations against the PDE residual refining the last stage's predictions "
-            "(L-BFGS; Gauss-Newton for a steady sample), scored beside the unrefined (0: none).",
+            "(Gauss-Newton; L-BFGS beyond 2^20 unknowns), scored beside the unrefined (0: none).",
         ),
     ] = DEMO_REFINE,
     host: Host = "127.0.0.1",

@@ -322,9 +322,7 @@ def predict_store(
     if domain_ranks > 1:
         for path in paths:  # the x cuts at chunk boundaries must leave every rank enough points
             grid = store.group(path).grid
-            slab_tiling(grid, domain_ranks, model.config.padding).slab(
-                grid.space_time, 0
-            )
+            slab_tiling(grid, domain_ranks, model.config.padding).slab(grid.space_time, 0)
     check_out(out_url, store_url, checkpoint, force)
     out = open_store(out_url, "a")
     provenance = {

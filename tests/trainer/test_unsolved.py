@@ -76,12 +76,14 @@ def test_solver_seeds_are_read_from_the_store(tiny):
     assert seeds == {int(s) for p in plans for s in p.seeds}
 
 
-def test_a_draws_target_is_its_residuals_minimiser_and_that_of_the_solve():
-    """`self_improvement.refine_steps`: a 2D heat draw's target keeps its initial state, has a
-    residual 1e-6 of the initial state held's, and lies within 3 % of the FEM solve of the
-    same draw (parameters and seed), where the initial state held is 20 % or more off."""
+@pytest.mark.parametrize("n, within", [(17, 0.03), (65, 0.01)])
+def test_a_draws_target_is_its_residuals_minimiser_and_that_of_the_solve(n, within):
+    """`self_improvement.refine_steps`: a 2D heat draw's target keeps its initial state and is
+    its residual's minimiser (Gauss–Newton over all snapshots, converged in one iteration):
+    within 3 % of the FEM solve of the same draw (parameters and seed) at 17², 1 % at 65²
+    (where L-BFGS stalled far off), and the initial state held 20 % or more off."""
     fam = get_family("heat")
-    grid = fam.grid(2, 17, 9)
+    grid = fam.grid(2, n, 9)
     ranges = {"diffusivity": (0.02, 0.05, "linear"), "ic_length_scale": (0.3, 0.3, "linear")}
     layout = SlotLayout.for_families(["heat"], [2])
     layout.set_normalisation({"heat": {"u": (0.0, 1.0)}})
@@ -100,7 +102,7 @@ def test_a_draws_target_is_its_residuals_minimiser_and_that_of_the_solve():
         return float((u - solve).norm() / solve.norm())
 
     assert error(given[:1].expand_as(solve)) > 0.2
-    assert error(fields) < 0.03
+    assert error(fields) < within
 
 
 def test_a_steady_draws_target_is_its_residuals_exact_minimiser():
