@@ -4,8 +4,9 @@ Each registered family gets a pydantic model ``<Family>Entry`` whose ``family`` 
 literal registry name and whose ``params`` model has one optional :class:`Range` per parameter of
 the family's own ``Params``; a range must lie inside that parameter's admissible interval.
 ``FamilyEntry`` is the union of all of them, discriminated on ``family``, so a misspelt
-parameter is an error naming the field. Families whose module cannot be imported are left out of
-the union and listed in :data:`UNAVAILABLE` with the reason.
+parameter is an error naming the field. Families whose entry point is broken (their module cannot
+be imported, their name is claimed twice) are left out of the union and listed in
+:data:`UNAVAILABLE` with the registry's one-line error.
 """
 
 from mpi4py import MPI  # noqa: F401  (loads libmpi before any family imports DOLFINx)
@@ -25,9 +26,10 @@ from pydantic import (
 
 from pdeladder.curriculum.settings import FROZEN
 from pdeladder.dataset.format import MAX_SAMPLES  # the store's bound: a plan's too
+from pdeladder.errors import UserInputError
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.registry import FAMILIES, get_family
+from pdeladder.solvers.registry import family_names, get_family
 
 
 class Range(BaseModel):
@@ -170,11 +172,11 @@ def _entry_model(name: str, family: type[Family]) -> type[EntryBase]:
 
 def _build() -> tuple[list[type[EntryBase]], dict[str, str]]:
     entries, unavailable = [], {}
-    for name in FAMILIES:
+    for name in family_names():
         try:
             entries.append(_entry_model(name, type(get_family(name))))
-        except ImportError as err:
-            unavailable[name] = f"{type(err).__name__}: {err}"
+        except UserInputError as err:  # a broken entry point: its one line
+            unavailable[name] = str(err)
     return entries, unavailable
 
 

@@ -131,7 +131,7 @@ def _message(e: dict[str, Any]) -> str:
     if e["type"] == "union_tag_invalid":
         tag = e["ctx"]["tag"]
         if tag in UNAVAILABLE:
-            return f"family {tag!r} is registered but cannot be imported ({UNAVAILABLE[tag]})"
+            return UNAVAILABLE[tag]
         return f"unknown family {tag!r}; available: {e['ctx']['expected_tags'].replace("'", '')}"
     if e["type"] == "union_tag_not_found":
         return "each family entry needs a 'family' key"

@@ -23,7 +23,7 @@ from pdeladder.dataset.chunks import is_local, read_threads
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.moments import merge_moments
 from pdeladder.dataset.store import Store, open_store
-from pdeladder.errors import FormatError, StoreError, UnknownNameError
+from pdeladder.errors import FormatError, StoreError, UserInputError
 from pdeladder.solvers.registry import get_family
 
 #: ``progress(group path, ok samples to read)`` returns the function called once per sample
@@ -55,7 +55,7 @@ def check_group_attrs(attrs: dict[str, Any]) -> Iterator[str]:
 
 def check_identity(attrs: dict[str, Any], path: str) -> Iterator[str]:
     """The group's path is the one its (well-typed) attributes name, and its family is one
-    this pdeladder has (a built-in or an installed one)."""
+    this pdeladder has (a built-in or an installed one) and can load."""
     named = fmt.group_path(
         attrs["stage"], attrs["family"], attrs["dim"], attrs["resolution"], attrs["snapshots"]
     )
@@ -63,7 +63,7 @@ def check_identity(attrs: dict[str, Any], path: str) -> Iterator[str]:
         yield f"its attributes name the group {named!r}, not its path"
     try:
         get_family(attrs["family"])
-    except UnknownNameError as err:
+    except UserInputError as err:  # unknown, or its entry point broken
         yield str(err)
 
 

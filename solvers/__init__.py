@@ -8,10 +8,9 @@ computing its residual import no DOLFINx or PETSc; a solve imports the family's 
 
 from pdeladder.solvers.family import Channel, Family, Parameters, Sample, SolveStats
 from pdeladder.solvers.grid import Grid
-from pdeladder.solvers.registry import FAMILIES, family_names, get_family
+from pdeladder.solvers.registry import family_names, get_family
 
 __all__ = [
-    "FAMILIES",
     "Channel",
     "Family",
     "Grid",

@@ -12,13 +12,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from pdeladder.errors import UserInputError
-from pdeladder.solvers.registry import FAMILIES, get_family
+from pdeladder.errors import UserInputError, one_line
+from pdeladder.solvers.registry import family_names, family_package, get_family
 
 app = typer.Typer(
     help="Equation families: list them, run their convergence studies.", no_args_is_help=True
 )
-FamilyName = StrEnum("FamilyName", {n: n for n in FAMILIES})
+FamilyName = StrEnum("FamilyName", {n: n for n in family_names()})
 console = Console()
 
 
@@ -28,6 +28,7 @@ def family_info(name: str) -> dict:
     return {
         "name": fam.name,
         "title": fam.title,
+        "package": family_package(type(fam)),
         "equation": fam.equation,
         "dims": list(fam.dims),
         "steady": fam.steady,
@@ -86,11 +87,28 @@ def list_families(
         bool, typer.Option("--json", help="Print JSON instead of a table (equations in LaTeX).")
     ] = False,
 ) -> None:
-    """List the equation families: dimensions, channels, parameters with ranges, boundary conditions."""
-    infos = [family_info(n) for n in FAMILIES]
+    """List the equation families: dimensions, channels, parameters with ranges, boundary
+    conditions and the package that provides each. A broken family (its entry point cannot be
+    imported, or two packages claim its name) is left out: one line each on stderr, after the
+    good ones, and exit code 2."""
+    infos, broken = [], []
+    for name in family_names():
+        try:
+            infos.append(family_info(name))
+        except UserInputError as err:
+            broken.append(str(err))
     if as_json:
         typer.echo(json.dumps(infos, indent=2))
-        return
+    else:
+        print_table(infos)
+    for line in broken:
+        typer.secho(f"error: {one_line(line)}", err=True, fg=typer.colors.RED)
+    if broken:
+        raise typer.Exit(2)
+
+
+def print_table(infos: list[dict]) -> None:
+    """``solvers list``'s terminal view of :func:`family_info`'s dicts."""
     console = Console()  # the terminal's width now (COLUMNS)
     for info in infos:
         grid = Table.grid(padding=(0, 2))
@@ -114,6 +132,7 @@ def list_families(
             ),
         )
         grid.add_row("boundaries", Text(info["boundary_conditions"]))
+        grid.add_row("package", Text(f"{info['package']['name']} {info['package']['version']}"))
         console.print(Text(f"{info['name']}: {info['title']}", style="bold"))
         console.print(Padding(grid, (0, 0, 1, 2), expand=False))
 

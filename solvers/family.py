@@ -222,9 +222,12 @@ class Family(ABC):
         Draw the initial state and coefficient fields with :meth:`initial_fields` from ``rng``;
         count steps and iterations into ``stats``; raise :class:`~pdeladder.errors.SolveError`
         when a solve fails. Returns float32 ``(T, C, X, Y, Z)`` (identical on every rank) and
-        provenance.
+        provenance, with the distribution that registers the family (``family_package``).
         """
-        return self.fem().solve(self, params, grid, rng, comm, stats)
+        from pdeladder.solvers.registry import family_package
+
+        fields, provenance = self.fem().solve(self, params, grid, rng, comm, stats)
+        return fields, {**provenance, "family_package": family_package(type(self))}
 
     @abstractmethod
     def residual(self, fields: Any, params: Any, grid: Grid) -> Any:

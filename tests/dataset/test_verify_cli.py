@@ -137,7 +137,7 @@ def test_a_tampered_stage_or_an_unknown_family_is_a_problem(tmp_path, heat_sampl
     assert result.exit_code != 0
     messages = [p["message"] for p in json.loads(result.output)["problems"]]
     assert messages[0] == "its attributes name the group 's9/nosuch/2d_n9_t5', not its path"
-    assert messages[1].startswith("unknown family 'nosuch'; available: heat")
+    assert messages[1].startswith("unknown family 'nosuch'; available: advection_diffusion")
 
 
 def test_newer_format_is_refused(tmp_path):
