@@ -39,24 +39,23 @@ b. **Curriculum vs shuffled.** ``coarse`` (``--steps``) then ``fine`` (``--fine-
    the families, paired per seed).
 c. **Self-improvement with few data (issue 31's c1).** ``--few`` solved samples per family at
    17² (all trained on), three arms at ``--few-steps + --si-steps`` steps each: *data only*;
-   *self-improvement*: ``--few-steps`` data steps then ``--si-steps`` residual steps on unsolved
-   draws (the quick-start's self-improvement weights: residual 0.1, data anchor 1.0);
-   *self-improvement + targets*: the same phase, each draw also fitted to its residual's
-   minimiser (``refine_steps: --refine-steps`` L-BFGS steps from its initial state,
-   ``target_weight: 1.0``; steady Darcy's by Gauss–Newton). Scored on ``coarse``'s samples (same ranges,
+   *self-improvement*: ``--few-steps`` data steps then ``--si-steps`` residual steps on
+   ``--si-samples`` unsolved draws per family (the quick-start's self-improvement weights:
+   residual 0.1, data anchor 1.0); *self-improvement + targets*: the same phase, each draw also
+   fitted to its residual's minimiser (``refine_steps: --refine-steps``: Gauss–Newton from its
+   initial state, converged; ``target_weight: 1.0``). Scored on ``coarse``'s samples (same ranges,
    draws the few-sample models never saw). Target (c1), per self-improvement arm: mean nRMSE
    over the families at least 20 % lower than data only (the per-seed reduction, 2 SE beyond
    20 %) and no family worse than data only (beyond 2 SE). Beside them the bound of any
    self-improvement: *all solved*, data only on as many solved samples as the few plus the
-   unsolved draws (``--few`` + the phase's ``samples`` per family), a target no worse than a
+   unsolved draws (``--few`` + ``--si-samples`` per family), a target no worse than a
    solve for every draw.
 c2. **Beyond the quality of the data (issue 31's c2).** The solved data at 17² only (``coarse``),
    and the self-improvement phase's draws at 65² (``self_improvement.resolution``, four times
    the cells per axis): *coarse data only* (``--steps + --si-steps`` data steps); *fine
    residual*: ``--steps`` data steps then ``--si-steps`` of the phase (the quick-start's
    weights) on 65² draws; *fine residual + targets*: the same with each draw's residual
-   minimiser as its target (``--refine-steps`` L-BFGS steps from its initial state; Darcy's by
-   Gauss–Newton). Scored at 65² on the last half of stage ``c2`` (solved at 65², never trained
+   minimiser as its target (Gauss–Newton from its initial state, converged). Scored at 65² on the last half of stage ``c2`` (solved at 65², never trained
    on), beside the *coarse solves*: each of those draws solved at 17² from its own initial
    state (the 65² draw at the coarse points) and interpolated bilinearly onto 65², against its
    65² solve. Targets: mean nRMSE at least 25 % below coarse data only's (per-seed reduction, 2 SE
@@ -155,7 +154,8 @@ class Sizes:
     fine_steps: int = 200
     few_steps: int = 200
     si_steps: int = 100
-    refine_steps: int = 150  # L-BFGS steps to each unsolved draw's target (c.'s third arm)
+    si_samples: int = 32  # unsolved draws per family in the self-improvement phase (c., c2.)
+    refine_steps: int = 150  # most Gauss–Newton iterations to each unsolved draw's target
     held_out: float = 0.25
     seeds: int = 3
 
@@ -169,6 +169,7 @@ class Sizes:
             fine_steps=4,
             few_steps=4,
             si_steps=4,
+            si_samples=4,
             refine_steps=10,
             held_out=0.25,
             seeds=2,
@@ -432,7 +433,10 @@ def setup(
     model = model or qs["model"]
     n, n2, n4 = sizes.resolution, 2 * sizes.resolution - 1, 4 * sizes.resolution - 3
     plane, refine = qs["plane"], qs["refine"]
-    si = refine["training"]["self_improvement"] | {"steps": sizes.si_steps}
+    si = refine["training"]["self_improvement"] | {
+        "steps": sizes.si_steps,
+        "samples": sizes.si_samples,
+    }
     every = {
         "coarse": stage("coarse", plane, n, sizes.samples, steps=sizes.steps),
         "fine": stage(
@@ -920,8 +924,9 @@ def table_c(result: dict[str, Any], seeds: str) -> tuple[str, list[str], list[li
     steps = sizes["few_steps"] + sizes["si_steps"]
     return (
         f"c. {sizes['few']} solved samples per family, {steps} steps each: data only vs "
-        "self-improvement (residual) vs self-improvement + targets (the residual's minimisers, "
-        f"{sizes['refine_steps']} L-BFGS steps) vs all solved (every unsolved draw solved: the "
+        f"self-improvement (residual on {sizes['si_samples']} unsolved draws per family) vs "
+        "self-improvement + targets (the residual's minimisers, by Gauss–Newton) vs all solved "
+        "(every unsolved draw solved: the "
         f"bound), nRMSE on unseen draws ({seeds}); c1 target: mean >= "
         f"{100 * C1_REDUCTION:.0f} % lower than data only, no family worse",
         ["family", *FEW_ARMS, "baseline", "residual (" + " / ".join(FEW_ARMS) + ")",
@@ -954,8 +959,8 @@ def table_c2(result: dict[str, Any], seeds: str) -> tuple[str, list[str], list[l
     steps = sizes["steps"] + sizes["si_steps"]
     return (
         f"c2. solved data at {n}² only, {steps} steps each: coarse data only vs the phase's "
-        f"residual on {n4}² draws vs its residual + targets ({sizes['refine_steps']} L-BFGS "
-        f"steps), nRMSE on {n4}² solves of unseen draws ({seeds}), beside the {n}² solves of "
+        f"residual on {n4}² draws vs its residual + targets (their minimisers, by "
+        f"Gauss–Newton), nRMSE on {n4}² solves of unseen draws ({seeds}), beside the {n}² solves of "
         f"those draws interpolated onto {n4}²; target: mean >= {100 * C2_REDUCTION:.0f} % lower "
         f"than coarse data only, and below the coarse solves where they err by >= "
         f"{C2_SOLVE_ERROR}",
