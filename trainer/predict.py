@@ -48,7 +48,7 @@ from pdeladder.slabs import DomainTiling, Slab, slab_chunk, slabs
 from pdeladder.solvers.family import Sample, SolveStats
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.parallelize import split_samples
 from pdeladder.trainer.inference import predict, symmetrized
 from pdeladder.trainer.layers.spectral import half_axis
 from pdeladder.trainer.models.checkpoint import load_model
@@ -398,10 +398,7 @@ def predict_groups(
     the whole job (``domain`` None) or as rank ``rank`` of ``domain``, on x slabs; with the
     ``(model, metadata)`` already ``loaded`` from the job's checkpoint, or loading them."""
     model, meta = loaded or load_model(job["checkpoint"], map_location=job["device"])
-    model.to(job["device"]).eval()
-    if domain is not None:
-        for block in model.blocks:
-            block.spectral.transform = SlabFFT(domain)
+    split_samples(model.to(job["device"]).eval(), domain)
     processor = DataProcessor(SlotLayout.from_json(meta["layout"]), job["device"])
     store, out = open_store(job["store"]), open_store(job["out"], "a")
     for path in job["paths"]:

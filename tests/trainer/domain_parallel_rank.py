@@ -19,8 +19,7 @@ import torch.distributed as dist
 from pdeladder.slabs import DomainTiling
 from pdeladder.slabs import padding as pad_of
 from pdeladder.trainer.distributed.collectives import sum_replicated
-from pdeladder.trainer.distributed.fft import SlabFFT
-from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize
+from pdeladder.trainer.distributed.parallelize import ParallelDims, parallelize, split_samples
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
 from pdeladder.trainer.training.loop import load_training_state, save_training_state
@@ -100,8 +99,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     torch.manual_seed(1)
     sharded = LadderOperator(config(modes, padding))
     sharded.checkpointing = checkpointing
-    for block in sharded.blocks:  # the transform only: parameters stay whole here
-        block.spectral.transform = SlabFFT(domain)
+    split_samples(sharded, domain)  # the transform only: parameters stay whole here
     x, family, weight = case_data(grid, batch, seed=2)
     slab = domain.slab(grid)
 
@@ -142,8 +140,7 @@ def check_checkpointed_collectives(grid, modes, ranks, batch, meshes) -> dict:
         torch.manual_seed(1)
         model = LadderOperator(config(modes, 0.25))
         model.checkpointing = checkpointing
-        for block in model.blocks:
-            block.spectral.transform = SlabFFT(domain)
+        split_samples(model, domain)
         x_slab = local(x, slab).clone().requires_grad_()
         domain.runs.clear()
         loss_of(model(x_slab, family, slab), local(weight, slab), domain).backward()

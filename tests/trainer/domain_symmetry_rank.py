@@ -25,7 +25,7 @@ from pdeladder.slabs import DomainTiling
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import box_group
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.parallelize import split_samples
 from pdeladder.trainer.distributed.symmetry import move
 from pdeladder.trainer.inference import predict
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -123,8 +123,7 @@ def check_predictions(world: int, rank: int) -> dict[str, float]:
         model = LadderOperator(config).eval()
         domain = DomainGroup(None, DomainTiling(x=world), tuple(range(world)), rank)
         sharded = copy.deepcopy(model)
-        for block in sharded.blocks:
-            block.spectral.transform = SlabFFT(domain)
+        split_samples(sharded, domain)
         grid = batch["grid"]
         tiling = DomainTiling(x=world, padding=PADDING, x_cuts=cuts)  # predict's slab
         slab = tiling.slab(grid.space_time, rank)

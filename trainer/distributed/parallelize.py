@@ -87,6 +87,17 @@ class ParallelDims:
         return rank // self.domain.size
 
 
+def split_samples(model: LadderOperator, domain: DomainGroup | None) -> LadderOperator:
+    """``model`` (in place) taking x slabs of its samples over ``domain``'s ranks: each
+    spectral layer's transform the slab transform (:class:`SlabFFT`) where the group has more
+    than one rank. The one place a model learns its samples are split, for training
+    (:func:`parallelize`) and for inference alike."""
+    if domain is not None and domain.size > 1:
+        for block in model.blocks:
+            block.spectral.transform = SlabFFT(domain)
+    return model
+
+
 def parallelize(
     model: LadderOperator, dims: ParallelDims, domain: DomainGroup | None, device: torch.device
 ) -> torch.nn.Module:
@@ -107,9 +118,7 @@ def parallelize(
             device_ids=[device] if device.type == "cuda" else None,
             gradient_as_bucket_view=True,
         )
-    if domain is not None and domain.size > 1:
-        for block in model.blocks:
-            block.spectral.transform = SlabFFT(domain)
+    split_samples(model, domain)
     kwargs = {}
     if device.type == "cuda":
         kwargs["mp_policy"] = MixedPrecisionPolicy(
