@@ -1,9 +1,10 @@
 """Refinement at inference, measured on a trained model and its store (not a CI test).
 
 ``evaluate --refine N`` improves each predicted rollout by at most N iterations against its
-family's PDE residual (trainer/refine.py: Gauss–Newton up to 2^20 unknowns, L-BFGS beyond). This benchmark scores a checkpoint on every group of a store
-the model knows (``evaluate_checkpoint``: the held-out samples of the groups it trained on, at
-most 16 per group), unrefined and refined, and prints per group:
+family's PDE residual (trainer/refine.py: Gauss–Newton up to a direct solve's size, L-BFGS
+beyond). This benchmark scores a checkpoint on every group of a store the model knows
+(``evaluate_checkpoint``: the held-out samples of the groups it trained on, at most 16 per
+group), unrefined and refined, and prints per group:
 
 - the persistence baseline (steady Darcy: the training mean field), the model's nRMSE, the
   refined nRMSE after each of ``--steps``' counts (the curve of one refinement of the largest)

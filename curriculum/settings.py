@@ -81,8 +81,8 @@ class SelfImprovement(BaseModel):
         ge=0,
         le=10_000,
         description="give each draw a target: its residual's minimiser, at most this many "
-        "Gauss-Newton iterations from the initial state held (L-BFGS steps beyond 2^20 "
-        "unknowns; 0: no targets, the residual alone)",
+        "Gauss-Newton iterations from the initial state held (L-BFGS steps beyond a "
+        "direct solve's size; 0: no targets, the residual alone)",
     )
     target_weight: float = Field(1.0, ge=0, description="weight of the data loss on the targets")
     resolution: StrictInt | None = Field(

@@ -70,7 +70,8 @@ def demo(
         typer.Option(
             min=0,
             help="Iterations against the PDE residual refining the last stage's predictions "
-            "(Gauss-Newton; L-BFGS beyond 2^20 unknowns), scored beside the unrefined (0: none).",
+            "(Gauss-Newton; L-BFGS beyond a direct solve's size), scored beside the unrefined "
+            "(0: none).",
         ),
     ] = DEMO_REFINE,
     host: Host = "127.0.0.1",

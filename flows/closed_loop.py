@@ -67,8 +67,8 @@ class Loop(CurriculumSource):
         0,
         ge=0,
         le=10_000,
-        description="Iterations against the PDE residual (Gauss-Newton; L-BFGS beyond 2^20 "
-        "unknowns) that refine each prediction in the last stage's evaluation, scored beside the "
+        description="Iterations against the PDE residual (Gauss-Newton; L-BFGS beyond a "
+        "direct solve's size) that refine each prediction in the last stage's evaluation, scored beside the "
         "unrefined ones; 0: none.",
     )
 

@@ -40,7 +40,7 @@ Refine = Annotated[
         metavar="N",
         help="Improve each predicted rollout by N iterations against its family's PDE "
         "residual, the initial state, inputs and zero walls held: Gauss-Newton (sparse "
-        "direct solves), or L-BFGS for a sample beyond 2^20 unknowns (0: off).",
+        "direct solves), or L-BFGS for a sample beyond a direct solve's size (0: off).",
     ),
 ]
 

@@ -5,11 +5,12 @@ model's prediction, ``steps`` iterations minimise the equation loss's relative r
 (:func:`~pdeladder.trainer.losses.equation.relative_residual`: one equation per snapshot
 interval, fourth order in time, the walls completed by their conditions) over the predicted
 values of one sample: Gauss–Newton with sparse direct solves (:func:`least_squares`, all
-snapshots at once) up to :data:`DIRECT_LIMIT` values, L-BFGS (:func:`refine`) beyond. What the sample is given stays as given: its input-role channels, its initial
-state (snapshot 0 of a time series) and the points of a zero wall, which hold their condition,
-0. The minimiser of that residual lies at the discretisation error from the solver's data
-(benchmarks/RESULTS.md, "The residual's floor"), so the iteration moves a
-prediction whose error is larger than that toward the solution.
+snapshots at once) up to :func:`direct_limit` values, L-BFGS (:func:`refine`) beyond. What the
+sample is given stays as given: its input-role channels, its initial state (snapshot 0 of a time
+series) and the points of a zero wall, which hold their condition, 0. The minimiser of that
+residual lies at the discretisation error from the solver's data (benchmarks/RESULTS.md, "The
+residual's floor"), so the iteration moves a prediction whose error is larger than that toward
+the solution.
 
 Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is
 predicted in). On x slabs of a ``domain`` group, Gauss–Newton solves the gathered sample on
@@ -51,9 +52,12 @@ from pdeladder.trainer.losses.equation import (
 HISTORY = 10
 #: Armijo's sufficient-decrease constant and the fewest halvings of a step before giving up.
 ARMIJO, HALVINGS = 1e-4, 30
-#: The most free values of one sample :func:`least_squares` takes (2D 1024², 3D 100³): a
-#: sparse LU's fill grows faster than the values, in 3D most.
-DIRECT_LIMIT = 2**20
+#: The most free values of one sample :func:`least_squares` takes, by the number of axes its
+#: values couple along (space, and time for a series): a sparse LU's fill and time grow faster
+#: than the values, the more so the more axes. 2D 1024²; a 2D series 150² × 11 snapshots or 3D
+#: 64³; a 3D series 19³ × 11. Measured: Burgers' 65² × 11 series (79 380 values) factorises in
+#: 3.7 s into 43 M entries.
+DIRECT_LIMITS = {1: 2**22, 2: 2**20, 3: 2**18, 4: 2**16}
 #: The squared residual, relative to its start, at which :func:`least_squares` has converged.
 ROUNDING = 1e-24
 #: A step of :func:`least_squares` on the last Jacobian's factors is kept while it lowers the
@@ -159,11 +163,17 @@ def refine(
     return Refined(x.to(fields.dtype), values)
 
 
+def direct_limit(shape: tuple[int, ...], dim: int) -> int:
+    """The most free values :func:`least_squares` takes on the grid ``shape`` ``(T, X, Y, Z)``
+    of ``dim`` spatial axes (:data:`DIRECT_LIMITS`)."""
+    return DIRECT_LIMITS[dim + (shape[0] > 1)]
+
+
 def direct(family_name: str, predicted: torch.Tensor, shape: tuple[int, ...], dim: int) -> bool:
     """Whether a sample of ``family_name`` on the global grid ``shape`` ``(T, X, Y, Z)``, its
     channels ``predicted`` ``(C_f,)``, is refined by :func:`least_squares`: at most
-    :data:`DIRECT_LIMIT` free values."""
-    return len(free_values(family_name, predicted, shape, dim)) <= DIRECT_LIMIT
+    :func:`direct_limit` free values."""
+    return len(free_values(family_name, predicted, shape, dim)) <= direct_limit(shape, dim)
 
 
 def free_values(
@@ -304,7 +314,7 @@ def least_squares(
     floor", benchmarks/RESULTS.md), while one iteration minimises a residual linear in the
     values (heat, advection–diffusion, Darcy's pressure) exactly, and the iteration stops
     there; a nonlinear one (Burgers) converges as Newton's method does. Each sample alone, of at most
-    :data:`DIRECT_LIMIT` free values, else ValueError; on the x ``slab`` this rank of
+    :func:`direct_limit` free values, else ValueError; on the x ``slab`` this rank of
     ``domain`` holds, every rank solves the gathered samples alike and keeps its rows. On the
     host (SciPy's sparse LU), whatever the fields' device.
 
@@ -334,8 +344,8 @@ def least_squares(
     fam = get_family(family_name)
     held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
     free = (~held).flatten().nonzero().squeeze(1)
-    if len(free) > DIRECT_LIMIT:
-        raise ValueError(f"samples of at most {DIRECT_LIMIT} free values, not {len(free)}")
+    if len(free) > (limit := direct_limit(fields.shape[2:], grid.dim)):
+        raise ValueError(f"samples of at most {limit} free values, not {len(free)}")
     ranges = reach(family_name, grid.dim, tuple(predicted.cpu().tolist()))
     x = fields.masked_fill(walls, 0.0).double()
     physics = params.double()
