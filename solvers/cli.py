@@ -1,5 +1,5 @@
 """``pdeladder solvers ...``: the equation families from the shell (list them, run their
-convergence studies)."""
+convergence studies, check them against the family contract)."""
 
 import json
 import re
@@ -16,7 +16,8 @@ from pdeladder.errors import UserInputError, one_line
 from pdeladder.solvers.registry import family_names, family_package, get_family
 
 app = typer.Typer(
-    help="Equation families: list them, run their convergence studies.", no_args_is_help=True
+    help="Equation families: list them, run their convergence studies, check their contract.",
+    no_args_is_help=True,
 )
 FamilyName = StrEnum("FamilyName", {n: n for n in family_names()})
 console = Console()
@@ -175,5 +176,41 @@ def convergence(
             console.print(
                 f"observed rate {r.observed_rate:.2f}: {'[green]pass' if r.passed else '[red]FAIL'}"
             )
+    if not all(r.passed for r in results):
+        raise typer.Exit(1)
+
+
+@app.command("check")
+def check(
+    family: Annotated[
+        str, typer.Argument(help="Family name, built in or plugin (see `solvers list`).")
+    ],
+    dim: Annotated[
+        int | None, typer.Option(help="Spatial dimension (default: the lowest >= 2 it supports).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON: one object per check.")
+    ] = False,
+) -> None:
+    """Run the family contract against FAMILY: metadata, parameters refused in one line, the
+    pure part importable without DOLFINx, a sample solved, determinism, drawn inputs, the
+    residual of its own solves at the discretisation floor, the declared symmetries and walls,
+    a 2-rank solve (x slabs, mpiexec) equal to the serial one, and the manufactured-solution
+    convergence orders. Exit code 0 when every check passes, 1 when one fails, 2 for bad
+    input (an unknown family or dimension)."""
+    from pdeladder.solvers.checks import run_checks
+
+    results = run_checks(family, dim=dim)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in results]))
+    else:
+        table = Table(title=f"{family}: the family contract")
+        for col in ("check", "result", "figure"):
+            table.add_column(col)
+        for r in results:
+            verdict = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
+            figure = Text(r.figure + (f"\n{r.detail}" if r.detail else ""))
+            table.add_row(r.name, verdict, figure)
+        console.print(table)
     if not all(r.passed for r in results):
         raise typer.Exit(1)

@@ -271,6 +271,12 @@ class Family(ABC):
         "time": {"steps": (8, 16, 32), "cells": 64},
     }
 
+    #: the contract sample (:mod:`pdeladder.solvers.checks`, 17 points per axis): a
+    #: time-dependent family's snapshots, enough for the residual's central differences in time
+    #: to resolve its fastest time scale, up to ``check_t_end`` (None: ``t_end``)
+    check_snapshots: ClassVar[int] = 5
+    check_t_end: ClassVar[float | None] = None
+
     # -- shared behaviour ---------------------------------------------------------------------
 
     @classmethod

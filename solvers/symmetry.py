@@ -9,8 +9,9 @@ Time is untouched. In ``d`` dimensions the group has :math:`2^d d!` elements (2,
 For a family whose equation, walls and random draws are alike in every direction
 (:attr:`~pdeladder.solvers.family.Family.box_symmetric`), the image of a solution is a solution
 with the same parameters, and its residual is the image of the solution's residual (same norm):
-``tests/solvers/test_symmetry.py`` checks this on every family's solver data. The trainer uses
-them to augment its batches (:mod:`pdeladder.trainer.training.augment`).
+the family contract's ``symmetry`` check (:mod:`pdeladder.solvers.checks`) tests this on a
+family's solver data. The trainer uses them to augment its batches
+(:mod:`pdeladder.trainer.training.augment`).
 """
 
 import itertools

@@ -61,6 +61,8 @@ class NavierStokes(Family):
         "space": {"cells": (3, 6, 12), "steps": 4},
         "time": {"steps": (8, 16, 32), "cells": 4},
     }
+    # Snapshots 1/8 apart: the vortices' fastest time scale is about 0.1.
+    check_snapshots = 9
 
     @classmethod
     def channels_for(cls, dim: int) -> tuple[Channel, ...]:

@@ -16,8 +16,6 @@ from pdeladder.solvers.testing import FamilyContract
 
 class TestAdvectionDiffusion(FamilyContract):
     family = "advection_diffusion"
-    # Snapshots close enough in time to resolve transport at unit speed in the residual check.
-    sample_size = (17, 17)
     studies = {  # noqa: RUF012
         (1, "space"): (None, None),
         (1, "time"): (None, None),

@@ -16,9 +16,6 @@ from pdeladder.solvers.testing import FamilyContract
 
 class TestBurgers(FamilyContract):
     family = "burgers"
-    # Nine snapshots: the default flow's advective time ℓ/U ≈ 0.2 needs them for the
-    # residual's central differences in time.
-    sample_size = (17, 9)
     studies = {  # noqa: RUF012
         (1, "space"): (None, None),
         (1, "time"): (None, None),

@@ -16,13 +16,6 @@ class TestGrayScott(FamilyContract):
         (2, "time"): (None, None),
     }
 
-    def residual_grids(self, fam):
-        """The first 8 time units, where the internal step (at most t_end · h) halves with h; over
-        the full 400 the step sits at its stability cap on both grids and the solver's O(τ) error
-        would not fall."""
-        coarse, fine = self.residual_resolutions
-        return fam.grid(self.dim, coarse, 9, 8.0), fam.grid(self.dim, fine, 17, 8.0)
-
 
 @pytest.mark.parametrize(
     ("dim", "feed", "kill"),
