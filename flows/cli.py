@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 
 #: Gauss–Newton iterations refining the demo's last predictions: a linear family's converge in
-#: one, Burgers' in about five (benchmarks/RESULTS.md, "Refinement at inference").
-DEMO_REFINE = 5
+#: one, Burgers' near its floor in three (benchmarks/RESULTS.md, "Refinement at inference").
+DEMO_REFINE = 3
 
 app = typer.Typer(
     help="Prefect flows: serve the data-campaign, train and closed-loop deployments.",
