@@ -24,6 +24,7 @@ the address of the machine's host name: process groups whose ranks all run on th
 """
 
 import os
+import shutil
 import socket
 import sys
 from collections.abc import MutableMapping
@@ -91,3 +92,20 @@ def local_gloo_env(env: MutableMapping[str, str] | None = None) -> MutableMappin
     env = os.environ if env is None else env
     env.setdefault("GLOO_SOCKET_IFNAME", LOOPBACK)
     return env
+
+
+def mpiexec(hosts: str | None = None) -> str:
+    """The ``mpiexec`` of the MPI that mpi4py runs on: the mpich wheel's, beside the venv's
+    Python (else the first on ``PATH``). Without ``hosts``, its ``mpiexec.gforker`` where there
+    is one: it forks the ranks of this machine and opens no TCP port, while hydra's ``mpiexec``
+    listens on every interface (``0.0.0.0``, for the proxies of other hosts) with no setting to
+    narrow it; with ``hosts``, hydra's, which reaches other machines."""
+    names = ("mpiexec",) if hosts else ("mpiexec.gforker", "mpiexec")
+    for name in names:
+        beside = os.path.join(os.path.dirname(sys.executable), name)
+        if os.access(beside, os.X_OK):
+            return beside
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise UserInputError("no mpiexec beside this Python or on PATH; install mpich")
+    return found

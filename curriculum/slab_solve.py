@@ -24,7 +24,6 @@ from mpi4py import MPI
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ import numpy as np
 
 from pdeladder.dataset import format as fmt
 from pdeladder.errors import SolveError, UserInputError
-from pdeladder.network import mpi_env
+from pdeladder.network import mpi_env, mpiexec
 from pdeladder.processes import tied
 from pdeladder.slabs import slab_chunk, slabs
 from pdeladder.solvers.family import Family, Sample, SolveStats, sample_generator
@@ -164,23 +163,6 @@ def solve_slab(
         fields = None
         stats.status, stats.reason = "failed", next(r for r in reasons if r)
     return fields, stats, provenance
-
-
-def mpiexec(hosts: str | None = None) -> str:
-    """The ``mpiexec`` of the MPI that mpi4py runs on: the mpich wheel's, beside the venv's
-    Python (else the first on ``PATH``). Without ``hosts``, its ``mpiexec.gforker`` where there
-    is one: it forks the ranks of this machine and opens no TCP port, while hydra's ``mpiexec``
-    listens on every interface (``0.0.0.0``, for the proxies of other hosts) with no setting to
-    narrow it; with ``hosts``, hydra's, which reaches other machines."""
-    names = ("mpiexec",) if hosts else ("mpiexec.gforker", "mpiexec")
-    for name in names:
-        beside = os.path.join(os.path.dirname(sys.executable), name)
-        if os.access(beside, os.X_OK):
-            return beside
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise UserInputError("no mpiexec beside this Python or on PATH; install mpich")
-    return found
 
 
 def run_on_ranks(spec: dict[str, Any], ranks: int, hosts: str | None = None) -> dict[str, Any]:

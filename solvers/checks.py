@@ -368,8 +368,7 @@ def two_ranks(t: Target) -> CheckResult:
     """The sample solved on 2 MPI ranks, in x slabs as ``pdeladder solve --ranks 2`` does and
     on the whole grid (``run`` on 2 ranks), equals the serial one within
     :data:`TWO_RANKS_BOUND` of its largest magnitude. Runs ``mpiexec -n 2``."""
-    from pdeladder.curriculum.slab_solve import mpiexec
-    from pdeladder.network import mpi_env
+    from pdeladder.network import mpi_env, mpiexec
 
     s = t.sample
     g = s.grid
