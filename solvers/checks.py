@@ -384,7 +384,8 @@ def two_ranks(t: Target) -> CheckResult:
             check=False,
         )
         if done.returncode != 0 or not (Path(out) / "whole.npy").exists():
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            lines = [ln for ln in done.stderr.strip().splitlines() if "Return code" not in ln]
+            tail = (lines or done.stderr.strip().splitlines() or ["no output"])[-1]
             return CheckResult("two_ranks", False, "", f"mpiexec exit {done.returncode}: {tail}")
         slabs, whole = np.load(Path(out) / "slabs.npy"), np.load(Path(out) / "whole.npy")
     scale = float(np.abs(s.fields).max())
