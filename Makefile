@@ -13,10 +13,13 @@ export OMP_NUM_THREADS ?= 1
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The worked plugin family (examples/plugins/helmholtz) is installed too: its end-to-end test
+# runs in `make test`.
+$(STAMP): pyproject.toml examples/plugins/helmholtz/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e examples/plugins/helmholtz
 	touch $(STAMP)
 
 # Debian's chromium + chromedriver for the Prefect UI test (idempotent; apt, needs root).
