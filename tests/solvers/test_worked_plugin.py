@@ -1,0 +1,165 @@
+"""The worked plugin family, ``examples/plugins/helmholtz`` (the distribution
+``pdeladder-helmholtz``, installed beside pdeladder by ``make venv``), end to end as a user runs
+it: it meets the family contract through ``pdeladder solvers check``, and its curriculum, which
+mixes it with the built-in Darcy family, is materialized, trained, evaluated and exported, the
+exports read back by The Well's loader and VTK's reader, every stored sample naming the package
+that solved it."""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pdeladder.cli import app
+from pdeladder.dataset.store import open_store
+from pdeladder.solvers import get_family
+
+PLUGIN = Path(__file__).parents[2] / "examples" / "plugins" / "helmholtz"
+CURRICULUM = PLUGIN / "curriculum.yaml"
+PACKAGE = {
+    "name": "pdeladder-helmholtz",
+    "version": importlib.metadata.version("pdeladder-helmholtz"),
+}
+PDELADDER = {"name": "pdeladder", "version": importlib.metadata.version("pdeladder")}
+EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+#: The curriculum's groups: the plugin's and the built-in one's.
+HELMHOLTZ, DARCY = "steady/helmholtz/2d_n17_t1", "steady/darcy/2d_n17_t1"
+
+
+def pdeladder(*args: str) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "120"}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_the_plugin_is_listed_with_its_package():
+    out = pdeladder("solvers", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    infos = {info["name"]: info for info in json.loads(out.stdout)}
+    assert infos["helmholtz"]["package"] == PACKAGE
+    assert infos["darcy"]["package"] == PDELADDER
+    assert [c["name"] for c in infos["helmholtz"]["channels"]] == ["f", "u"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("dim", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
+def test_the_plugin_meets_the_family_contract(dim: int):
+    out = pdeladder("solvers", "check", "helmholtz", "--dim", str(dim), "--json")
+    results = {r["name"]: r for r in json.loads(out.stdout)}
+    failed = {name: r["detail"] for name, r in results.items() if not r["passed"]}
+    assert out.returncode == 0 and not failed, (failed, out.stderr[-2000:])
+    expected = {"metadata", "parameters", "pure", "solve", "determinism", "inputs", "residual"}
+    expected |= {"symmetry", "walls", "two_ranks", "convergence_space"}
+    assert set(results) == expected
+    assert results["walls"]["figure"] == "f: None, u: zero"
+
+
+@pytest.fixture(scope="module")
+def trained(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The plugin's curriculum materialized into a store and trained: ``(store URL, run
+    folder)``."""
+    root = tmp_path_factory.mktemp("worked_plugin")
+    url, run = str(root / "store.zarr"), root / "run"
+    invoke = CliRunner().invoke
+    done = invoke(app, ["curriculum", "materialize", str(CURRICULUM), "--store", url])
+    assert done.exit_code == 0, done.output
+    done = invoke(
+        app,
+        ["train", str(CURRICULUM), "--store", url, "--run-dir", str(run), "--workers", "1"],
+        env={"COLUMNS": "100"},
+    )
+    assert done.exit_code == 0, done.output
+    assert "│ helmholtz " in done.stdout  # the held-out table after training
+    return url, run
+
+
+def test_stored_samples_name_the_package_that_solved_them(trained):
+    store = open_store(trained[0])
+    assert store.groups() == sorted([HELMHOLTZ, DARCY])
+    for path, package in ((HELMHOLTZ, PACKAGE), (DARCY, PDELADDER)):
+        group = store.group(path)
+        assert np.all(group.status() == 1), path  # every sample solved
+        for i in range(group.n_samples):
+            assert group.info(i)["provenance"]["family_package"] == package, (path, i)
+    group = store.group(HELMHOLTZ)
+    assert group.channel_names == ["f", "u"]
+    fam = get_family("helmholtz")  # a Ray actor's sample is the solver's, bit for bit
+    params = fam.Params.from_vector(group.params()[3])
+    direct = fam.run(params, group.grid, int(group.column("seed")[3]))
+    np.testing.assert_array_equal(group.read(3), direct.fields)
+
+
+def test_evaluation_scores_the_plugin_group_beside_its_baseline(trained, tmp_path: Path):
+    url, run = trained
+    out = tmp_path / "eval"
+    done = pdeladder(
+        "evaluate", str(run / "stages" / "steady" / "model"), "--store", url, "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = done.stdout[done.stdout.index("nRMSE per family") :]
+    row = next(line for line in table.splitlines() if line.startswith("│ helmholtz "))
+    nrmse, baseline = (float(cell) for cell in row.split("│")[2:4])
+    assert nrmse > 0 and baseline > 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["groups"][HELMHOLTZ]["baseline"] == "training mean field"
+    assert set(report["families"]) == {"helmholtz", "darcy"}
+    assert (out / "steady__helmholtz__2d_n17_t1.png").stat().st_size > 0
+
+
+def test_the_well_export_reads_back_in_the_well_loader(trained, tmp_path: Path):
+    from the_well.data import WellDataset
+
+    url, out = trained[0], tmp_path / "well"
+    args = ["--format", "the-well", "--held-out", "0.5", "--out", str(out)]
+    done = pdeladder("store", "export", url, *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    group = open_store(url).group(HELMHOLTZ)
+    seen = []
+    for part in ("train", "valid", "test"):
+        ds = WellDataset(
+            path=str(out / HELMHOLTZ.replace("/", "_")),
+            well_split_name=part,
+            n_steps_input=1,
+            n_steps_output=0,
+        )
+        assert ds.metadata.constant_field_names[0] == ["f", "u"]
+        assert ds.metadata.constant_scalar_names == group.param_names
+        for item in range(len(ds)):
+            w = ds[item]
+            # the window's sample: the one whose parameters it carries
+            scalars = w["constant_scalars"].numpy()
+            i = int(np.flatnonzero((group.params().astype(np.float32) == scalars).all(1))[0])
+            np.testing.assert_array_equal(
+                w["constant_fields"].numpy(), np.moveaxis(group.read(i)[0, :, :, :, 0], 0, -1)
+            )
+            seen.append(i)
+    assert sorted(seen) == list(range(group.n_samples))
+
+
+def test_the_vtk_export_reads_back_in_vtk(trained, tmp_path: Path):
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkIOXML import vtkXMLImageDataReader
+
+    url, out = trained[0], tmp_path / "vtk"
+    args = ["--group", HELMHOLTZ, "--sample", "2", "--out", str(out)]
+    done = pdeladder("store", "export", url, "--format", "vtk", *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pvd = out / f"{HELMHOLTZ.replace('/', '__')}__sample2.pvd"
+    (dataset,) = ET.parse(pvd).getroot().iter("DataSet")  # steady: one time step
+    reader = vtkXMLImageDataReader()
+    reader.SetFileName(str(pvd.parent / dataset.get("file")))
+    reader.Update()
+    image = reader.GetOutput()
+    assert image.GetDimensions() == (17, 17, 1)
+    truth = open_store(url).group(HELMHOLTZ).read(2)  # (1, C, X, Y, Z)
+    data = image.GetPointData()
+    for c, name in enumerate(["f", "u"]):
+        values = vtk_to_numpy(data.GetArray(name)).reshape(1, 17, 17).transpose(2, 1, 0)
+        np.testing.assert_array_equal(values, truth[0, c])  # x fastest in VTK's order
