@@ -418,6 +418,7 @@ _PURE = (
         params = torch.from_numpy(np.stack([fam.Params().vector()] * 2))
         r = fam.residual(fields, params, grid)
         out = {"finite": bool(r.shape[0] == 2 and torch.isfinite(r).all()), "residual": loaded()}
+        out["shape"], out["fields"] = list(r.shape), list(fields.shape)
         fam.draw_inputs(fam.Params(), grid, seed=0)
         out["draw_inputs"] = loaded()
         print(json.dumps(out))
@@ -428,9 +429,10 @@ _PURE = (
 
 def pure(t: Target, *, pure_inputs: bool = False) -> CheckResult:
     """In a fresh interpreter, the family's package and its residual (on random fields, 9
-    points per axis) load no DOLFINx, PETSc, UFL or basix, and the residual is finite; the
-    figure says what ``draw_inputs`` loads after (a discrete projection may need the FEM
-    part), a failure with ``pure_inputs``."""
+    points per axis) load no DOLFINx, PETSc, UFL or basix, and the residual is finite and
+    shaped ``(B, R, T', X', Y', Z')``, no axis longer than the fields'; the figure says what
+    ``draw_inputs`` loads after (a discrete projection may need the FEM part), a failure with
+    ``pure_inputs``."""
     fam = t.family
     snaps = "1" if fam.steady else "4"
     done = subprocess.run(
@@ -445,12 +447,18 @@ def pure(t: Target, *, pure_inputs: bool = False) -> CheckResult:
         return CheckResult("pure", False, "", f"exit {done.returncode}: {tail}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     drawn = out["draw_inputs"]
+    shape, fields = out["shape"], out["fields"]  # (B, R, T', X', Y', Z'), (B, C, T, X, Y, Z)
+    shaped = len(shape) == 6 and shape[0] == fields[0] and shape[1] >= 1
+    shaped = shaped and all(1 <= n <= m for n, m in zip(shape[2:], fields[2:], strict=True))
     figure = "residual loads no FEM; draw_inputs " + (
         f"loads {','.join(drawn)}" if drawn else "none"
     )
     problems = {
         f"the residual loads {','.join(out['residual'])}": bool(out["residual"]),
         "the residual of random fields is not finite": not out["finite"],
+        f"the residual of fields {tuple(fields)} is {tuple(shape)}, not (B, R, T', X', Y', Z')": (
+            not shaped
+        ),
         f"draw_inputs loads {','.join(drawn)}": pure_inputs and bool(drawn),
     }
     return result("pure", figure, problems)

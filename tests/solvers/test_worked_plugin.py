@@ -3,7 +3,8 @@
 it: it meets the family contract through ``pdeladder solvers check``, and its curriculum, which
 mixes it with the built-in Darcy family, is materialized, trained, evaluated and exported, the
 exports read back by The Well's loader and VTK's reader, every stored sample naming the package
-that solved it."""
+that solved it. And two plugins broken as a first plugin often is, caught by the contract: one
+missing a method, one whose residual lacks an axis."""
 
 import importlib.metadata
 import json
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from typer.testing import CliRunner
 from pdeladder.cli import app
 from pdeladder.dataset.store import open_store
 from pdeladder.solvers import get_family
+from pdeladder.solvers.checks import Target, pure
 
 PLUGIN = Path(__file__).parents[2] / "examples" / "plugins" / "helmholtz"
 CURRICULUM = PLUGIN / "curriculum.yaml"
@@ -33,9 +36,37 @@ EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 HELMHOLTZ, DARCY = "steady/helmholtz/2d_n17_t1", "steady/darcy/2d_n17_t1"
 
 
-def pdeladder(*args: str) -> subprocess.CompletedProcess:
-    """The installed console script, as a user runs it."""
+#: A distribution of two broken plugins built on the worked one: ``noresidual`` does not
+#: implement ``residual``, ``badshape``'s residual drops the residual-row axis.
+BROKEN = {
+    "broken_plugin-1.0.dist-info/METADATA": (
+        "Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n"
+    ),
+    "broken_plugin-1.0.dist-info/entry_points.txt": (
+        "[pdeladder.families]\n"
+        "noresidual = broken_plugin:NoResidual\n"
+        "badshape = broken_plugin:BadShape\n"
+    ),
+    "broken_plugin/__init__.py": (
+        "from pdeladder.solvers.family import Family\n"
+        "from pdeladder_helmholtz import Helmholtz\n\n\n"
+        "class NoResidual(Family):\n"
+        '    name = "noresidual"\n'
+        "    initial_fields = Helmholtz.initial_fields\n\n\n"
+        "class BadShape(Helmholtz):\n"
+        '    name = "badshape"\n\n'
+        "    def residual(self, fields, params, grid):\n"
+        "        return super().residual(fields, params, grid)[:, 0]  # (B, T', X', Y', Z')\n"
+    ),
+}
+
+
+def pdeladder(*args: str, path: Path | None = None) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it (``path``: a folder on its
+    ``PYTHONPATH``)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "120"}
+    if path is not None:
+        env["PYTHONPATH"] = str(path)
     return subprocess.run([EXE, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -163,3 +194,37 @@ def test_the_vtk_export_reads_back_in_vtk(trained, tmp_path: Path):
     for c, name in enumerate(["f", "u"]):
         values = vtk_to_numpy(data.GetArray(name)).reshape(1, 17, 17).transpose(2, 1, 0)
         np.testing.assert_array_equal(values, truth[0, c])  # x fastest in VTK's order
+
+
+@pytest.fixture
+def broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A site folder holding :data:`BROKEN`, importable here and in fresh interpreters."""
+    site = tmp_path / "site"
+    for path, text in BROKEN.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *sys.path]))
+    yield site
+    sys.modules.pop("broken_plugin", None)
+
+
+def test_a_plugin_missing_a_method_is_one_line_exit_2(broken: Path):
+    out = pdeladder("solvers", "check", "noresidual", "--dim", "1", path=broken)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "error: family 'noresidual' (entry point noresidual = broken_plugin:NoResidual of "
+        "broken-plugin 1.0): cannot be created: TypeError: Can't instantiate abstract class "
+        "NoResidual without an implementation for abstract method 'residual'"
+    ]
+
+
+def test_a_residual_without_its_row_axis_fails_the_pure_check(broken: Path):
+    from broken_plugin import BadShape
+
+    result = pure(Target(BadShape(), 1))  # on 9 points, in a fresh interpreter
+    assert not result.passed
+    assert result.detail == (
+        "the residual of fields (2, 2, 1, 9, 1, 1) is (2, 1, 7, 1, 1), not (B, R, T', X', Y', Z')"
+    )
+    assert pure(Target(get_family("helmholtz"), 1)).passed
