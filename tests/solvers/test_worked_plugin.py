@@ -80,7 +80,7 @@ def test_the_plugin_is_listed_with_its_package():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("dim", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dim", [1, 2, 3])
 def test_the_plugin_meets_the_family_contract(dim: int):
     out = pdeladder("solvers", "check", "helmholtz", "--dim", str(dim), "--json")
     results = {r["name"]: r for r in json.loads(out.stdout)}
