@@ -60,7 +60,12 @@ c2. **Beyond the quality of the data (issue 31's c2).** The solved data at 17² 
    state (the 65² draw at the coarse points) and interpolated bilinearly onto 65², against its
    65² solve. Targets: mean nRMSE at least 25 % below coarse data only's (per-seed reduction, 2 SE
    beyond 25 %), and below the coarse solves' error on every family where that error is 0.05
-   or more.
+   or more. Beside them, the physics at inference rather than in training: *refined at
+   inference*, coarse data only's predictions of the fine draws refined by
+   ``--inference-refine`` Gauss–Newton iterations against the residual at 65²
+   (``evaluate --refine``; for a residual linear in the unknowns the first lands at its
+   minimiser whatever the prediction). ``--c2-arms`` runs some of the arms (coarse data only
+   always).
 d. **Zero-shot super-resolution.** The universal model of a. (trained at 17²) on 33² solves of
    ``coarse``'s ranges (stage ``coarse2n``, never trained on). Target: nRMSE at 2N <= 1.2x
    that at N, per family (the per-seed ratio, 2 SE below 1.2).
@@ -136,7 +141,10 @@ CLAIMS = ("a", "b", "c", "c2", "d")
 C1_REDUCTION = 0.20
 #: c2.'s arms at equal steps on the coarse data, data only first: the phase's residual, then
 #: its residual and targets, on draws at four times the data's cells per axis.
-C2_ARMS = ("coarse data only", "fine residual", "fine residual + targets")
+C2_ARMS = ("coarse data only", "fine residual", "fine residual + targets", "refined at inference")
+#: c2.'s arm that trains nothing: coarse data only's predictions of the fine draws refined at
+#: inference (``evaluate --refine``) against the residual on the fine grid.
+C2_REFINED = C2_ARMS[3]
 #: c2: the fine arms' mean nRMSE on the fine solves at least this much below coarse data only's.
 C2_REDUCTION = 0.25
 #: c2: beside the coarse solves' own error, on the families where it is at least this.
@@ -156,6 +164,8 @@ class Sizes:
     si_steps: int = 100
     si_samples: int = 32  # unsolved draws per family in the self-improvement phase (c., c2.)
     refine_steps: int = 150  # most Gauss–Newton iterations to each unsolved draw's target
+    inference_refine: int = 5  # c2.'s refined arm: Gauss–Newton iterations at inference
+    c2_arms: str = ",".join(C2_ARMS)  # c2.'s arms to run (coarse data only always)
     held_out: float = 0.25
     seeds: int = 3
 
@@ -171,6 +181,7 @@ class Sizes:
             si_steps=4,
             si_samples=4,
             refine_steps=10,
+            inference_refine=2,
             held_out=0.25,
             seeds=2,
         )
@@ -416,12 +427,20 @@ class Bench:
         print(f"seed {self.seed}: {name}, {self.walls[name]:.0f} s", flush=True)
 
     def scores(
-        self, checkpoint: Path, held_out: float | None = None, groups: list[str] | None = None
+        self,
+        checkpoint: Path,
+        held_out: float | None = None,
+        groups: list[str] | None = None,
+        refine: int = 0,
     ) -> dict[str, dict]:
         """``evaluate_checkpoint``'s group reports by group path (of ``groups``, default all)
-        on the last ``held_out`` (default ``--held-out``) of each group."""
+        on the last ``held_out`` (default ``--held-out``) of each group, its predictions
+        refined by ``refine`` iterations."""
         share = self.sizes.held_out if held_out is None else held_out
-        return evaluate_checkpoint(checkpoint, self.store, held_out=share, groups=groups)["groups"]
+        report = evaluate_checkpoint(
+            checkpoint, self.store, held_out=share, groups=groups, refine=refine
+        )
+        return report["groups"]
 
 
 def setup(
@@ -541,8 +560,10 @@ def few_samples(bench: Bench) -> dict[str, dict[str, dict]]:
 
 
 def beyond_the_data(bench: Bench) -> dict[str, dict[str, dict]]:
-    """c2.'s arms at equal steps on ``coarse``'s data: reports on the last half of ``c2``'s
-    fine solves by arm and family."""
+    """c2.'s arms (:func:`c2_arms`) at equal steps on ``coarse``'s data: reports on the last
+    half of ``c2``'s fine solves by arm and family. The refined arm is coarse data only's
+    model scored with ``--inference-refine`` iterations of refinement (its report's
+    ``unrefined`` scores are coarse data only's)."""
     coarse, s = bench.stages["coarse"], bench.sizes
     fine = bench.self_improvement | {"resolution": bench.finest_resolution}
     targets = fine | {"refine_steps": s.refine_steps, "target_weight": 1.0}
@@ -553,13 +574,26 @@ def beyond_the_data(bench: Bench) -> dict[str, dict[str, dict]]:
         "fine residual": with_training(coarse, self_improvement=fine),
         "fine residual + targets": with_training(coarse, self_improvement=targets),
     }
+    chosen = c2_arms(s)
     paths = [bench.path("c2", f) for f in bench.snapshots]
     out = {}
-    for arm in C2_ARMS:
+    for arm in (a for a in chosen if a in parts):
         spec = bench.curriculum("c2-" + arm.replace(" + ", "-").replace(" ", "-"), [parts[arm]])
-        groups = bench.scores(bench.train(f"c2 {arm}", spec), held_out=0.5, groups=paths)
+        refine = s.inference_refine if arm == C2_ARMS[0] and C2_REFINED in chosen else 0
+        groups = bench.scores(bench.train(f"c2 {arm}", spec), 0.5, paths, refine)
         out[arm] = {f: groups[bench.path("c2", f)] for f in bench.snapshots}
+        if refine:
+            out[C2_REFINED] = out[arm]
+            out[arm] = {f: r | r["unrefined"] for f, r in out[arm].items()}
     return out
+
+
+def c2_arms(sizes: Sizes) -> tuple[str, ...]:
+    """The c2. arms ``--c2-arms`` names, in :data:`C2_ARMS`' order, coarse data only first."""
+    names = {a.strip() for a in sizes.c2_arms.split(",")} | {C2_ARMS[0]}
+    if names - set(C2_ARMS):
+        raise SystemExit(f"--c2-arms {sizes.c2_arms!r}: comma-separated names of {C2_ARMS}")
+    return tuple(a for a in C2_ARMS if a in names)
 
 
 def coarse_solves(bench: Bench) -> dict[str, float]:
@@ -637,7 +671,7 @@ def one_seed(bench: Bench, claims: tuple[str, ...] = CLAIMS) -> dict[str, Any]:
         out["c"] = {f: {arm: few[arm][f] for arm in FEW_ARMS} for f in fam}
     if "c2" in claims:
         fine = beyond_the_data(bench)
-        out["c2"] = {f: {arm: fine[arm][f] for arm in C2_ARMS} for f in fam}
+        out["c2"] = {f: {arm: fine[arm][f] for arm in fine} for f in fam}
     if "d" in claims:
         out["d"] = {f: {"n": held[f], "2n": universal[bench.path("coarse2n", f)]} for f in fam}
     return {"claims": out, "specialist_width": width}
@@ -743,23 +777,24 @@ def claim_c2(
 ) -> dict[str, Any]:
     """c2. over the seeds: every arm against coarse data only and against the coarse solves;
     the reduction of the mean and its verdict per fine arm."""
+    names = [a for a in C2_ARMS if a in per_seed[0]["c2"][fam[0]]]
     c2 = {"families": {}}
     for f in fam:
-        r = arms("c2", f, C2_ARMS)
+        r = arms("c2", f, names)
         r["coarse solves"] = solves[f]
         r["vs coarse data only"] = {
-            n: paired(r[n]["seeds"], r[C2_ARMS[0]]["seeds"]) for n in C2_ARMS[1:]
+            n: paired(r[n]["seeds"], r[names[0]]["seeds"]) for n in names[1:]
         }
-        r["vs coarse solves"] = {n: paired(r[n]["seeds"], solves[f]) for n in C2_ARMS}
+        r["vs coarse solves"] = {n: paired(r[n]["seeds"], solves[f]) for n in names}
         c2["families"][f] = r
-    c2["mean"] = {n: mean_se(family_means(per_seed, "c2", n)) for n in C2_ARMS}
+    c2["mean"] = {n: mean_se(family_means(per_seed, "c2", n)) for n in names}
     c2["mean"]["baseline"] = float(
-        np.mean(family_means(per_seed, "c2", C2_ARMS[0], "baseline_nrmse"))
+        np.mean(family_means(per_seed, "c2", names[0], "baseline_nrmse"))
     )
     c2["mean"]["coarse solves"] = float(np.mean(list(solves.values())))
     c2["verdicts"] = {}
-    for n in C2_ARMS[1:]:
-        reduction = 1 - np.divide(c2["mean"][n]["seeds"], c2["mean"][C2_ARMS[0]]["seeds"])
+    for n in names[1:]:
+        reduction = 1 - np.divide(c2["mean"][n]["seeds"], c2["mean"][names[0]]["seeds"])
         target = paired(reduction, C2_REDUCTION, lower=False)
         above = [f for f, r in c2["families"].items()
                  if r["coarse solves"] >= C2_SOLVE_ERROR
@@ -939,11 +974,12 @@ def table_c2(result: dict[str, Any], seeds: str) -> tuple[str, list[str], list[l
     """c2.'s table: every arm and the coarse solves at the fine resolution, each fine arm
     against coarse data only and against the coarse solves; the mean row holds the verdicts."""
     c2, sizes = result["claims"]["c2"], result["sizes"]
+    names = [a for a in C2_ARMS if a in c2["mean"]]
     n, n4 = sizes["resolution"], 4 * sizes["resolution"] - 3
     rows = [
-        [f, *[ms(r[a]) for a in C2_ARMS], f"{r['coarse solves']:.3g}", f"{r['baseline']:.3g}",
-         *[diff(r["vs coarse data only"][a], ("lower", "worse")) for a in C2_ARMS[1:]],
-         *[diff(r["vs coarse solves"][a], ("below", "above")) for a in C2_ARMS[1:]]]
+        [f, *[ms(r[a]) for a in names], f"{r['coarse solves']:.3g}", f"{r['baseline']:.3g}",
+         *[diff(r["vs coarse data only"][a], ("lower", "worse")) for a in names[1:]],
+         *[diff(r["vs coarse solves"][a], ("below", "above")) for a in names[1:]]]
         for f, r in c2["families"].items()
     ]  # fmt: skip
 
@@ -954,19 +990,21 @@ def table_c2(result: dict[str, Any], seeds: str) -> tuple[str, list[str], list[l
                 f"lower (not below the coarse solves: {above}): {v['verdict']}")  # fmt: skip
 
     m = c2["mean"]
-    rows.append(["mean", *[ms(m[a]) for a in C2_ARMS], f"{m['coarse solves']:.3g}",
-                 f"{m['baseline']:.3g}", *[verdict(a) for a in C2_ARMS[1:]]])  # fmt: skip
+    rows.append(["mean", *[ms(m[a]) for a in names], f"{m['coarse solves']:.3g}",
+                 f"{m['baseline']:.3g}", *[verdict(a) for a in names[1:]]])  # fmt: skip
     steps = sizes["steps"] + sizes["si_steps"]
     return (
         f"c2. solved data at {n}² only, {steps} steps each: coarse data only vs the phase's "
         f"residual on {n4}² draws vs its residual + targets (their minimisers, by "
-        f"Gauss–Newton), nRMSE on {n4}² solves of unseen draws ({seeds}), beside the {n}² solves of "
+        f"Gauss–Newton) vs coarse data only's predictions refined at inference by "
+        f"{sizes['inference_refine']} Gauss–Newton iterations at {n4}², nRMSE on {n4}² solves "
+        f"of unseen draws ({seeds}), beside the {n}² solves of "
         f"those draws interpolated onto {n4}²; target: mean >= {100 * C2_REDUCTION:.0f} % lower "
         f"than coarse data only, and below the coarse solves where they err by >= "
         f"{C2_SOLVE_ERROR}",
-        ["family", *C2_ARMS, "coarse solves", "baseline",
-         *[f"{a} − coarse data only (paired)" for a in C2_ARMS[1:]],
-         *[f"{a} − coarse solves" for a in C2_ARMS[1:]]],
+        ["family", *names, "coarse solves", "baseline",
+         *[f"{a} − coarse data only (paired)" for a in names[1:]],
+         *[f"{a} − coarse solves" for a in names[1:]]],
         rows,
     )  # fmt: skip
 
