@@ -60,6 +60,8 @@ ARMIJO, HALVINGS = 1e-4, 30
 DIRECT_LIMITS = {1: 2**22, 2: 2**20, 3: 2**18, 4: 2**16}
 #: The squared residual, relative to its start, at which :func:`least_squares` has converged.
 ROUNDING = 1e-24
+#: :func:`sparse_jacobian`'s flat point index of a value with no point of a colour in its range.
+NOWHERE = -(2**60)
 #: A step of :func:`least_squares` on the last Jacobian's factors is kept while it lowers the
 #: squared residual at least this much (a sparse LU costs 10-100 residual evaluations).
 CHORD = 0.01
@@ -240,31 +242,30 @@ def sparse_jacobian(
     point of that colour within its range (Curtis–Powell–Reid compression, by rows)."""
     import scipy.sparse
 
-    period = torch.tensor([2 * r + 1 for r in ranges] + [1] * (4 - len(ranges)))
-    half = (period - 1) // 2
-    offset, extent, n = (
-        torch.tensor(_offset(space, out[1:])),
-        torch.tensor(out[1:]),
-        math.prod(out[1:]),
-    )
-    strides = torch.tensor([math.prod(out[2 + a :]) for a in range(4)])
+    period = [2 * r + 1 for r in ranges] + [1] * (4 - len(ranges))
+    offset, n = _offset(space, out[1:]), math.prod(out[1:])
     values_at = _positions(free, space)  # (F, 4)
-    points_at = _positions(torch.arange(n), out[1:]) + offset  # (n, 4): each point's centre
+    # per axis and colour, each value's one point of that colour within its range, as its
+    # term of the point's flat index; NOWHERE (the sum stays negative) where it lies outside
+    terms = []
+    for a, (p, o, m) in enumerate(zip(period, offset, out[1:], strict=True)):
+        c = values_at[:, a]
+        at = c + (torch.arange(p)[:, None] - c + p // 2) % p - p // 2 - o  # (p, F)
+        terms.append(torch.where((at >= 0) & (at < m), at * math.prod(out[2 + a :]), NOWHERE))
     _, pullback = torch.func.vjp(residual, v)
     rows, cols, data = [], [], []
-    for colour in itertools.product(*[range(int(p)) for p in period]):
-        m = torch.tensor(colour)
-        mine = ((points_at - m) % period == 0).all(dim=1)  # (n,)
-        at = values_at + (m - values_at + half) % period - half - offset  # each value's point
-        inside = ((at >= 0) & (at < extent)).all(dim=1)
-        point = (at * strides).sum(dim=1)
+    for colour in itertools.product(*[range(p) for p in period]):
+        point = sum(t[m] for t, m in zip(terms, colour, strict=True))  # (F,)
+        # the residual points of this colour: every period-th along each axis
+        steps = zip(colour, offset, period, strict=True)
+        mine = tuple(slice((m - o) % p, None, p) for m, o, p in steps)
         for component in range(out[0]):
-            seed = torch.zeros((out[0], n), dtype=v.dtype)
-            seed[component, mine] = 1.0
+            seed = torch.zeros(out, dtype=v.dtype)
+            seed[(component, *mine)] = 1.0
             (g,) = pullback(seed.flatten())
-            keep = inside & (g != 0)
+            keep = ((point >= 0) & (g != 0)).nonzero().squeeze(1)
             rows.append(component * n + point[keep])
-            cols.append(keep.nonzero().squeeze(1))
+            cols.append(keep)
             data.append(g[keep])
     return scipy.sparse.csr_array(
         (torch.cat(data).numpy(), (torch.cat(rows).numpy(), torch.cat(cols).numpy())),
