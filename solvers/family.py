@@ -344,6 +344,16 @@ class Family(ABC):
         return Sample(self.name, fields, grid, params, seed, stats, provenance)
 
 
+def residual_shape_error(shape: tuple[int, ...], fields: tuple[int, ...]) -> str | None:
+    """Why a residual of ``shape`` is not one of fields of ``fields`` ``(B, C, T, X, Y, Z)``:
+    it must be ``(B, R, T', X', Y', Z')``, at least one row ``R``, no axis longer than the
+    fields' (a centred stencil drops points, never adds them); None when it is."""
+    shaped = len(shape) == 6 and shape[0] == fields[0] and shape[1] >= 1
+    if shaped and all(1 <= n <= m for n, m in zip(shape[2:], fields[2:], strict=True)):
+        return None
+    return f"the residual of fields {tuple(fields)} is {tuple(shape)}, not (B, R, T', X', Y', Z')"
+
+
 def observed_rates(h: list[float], err: list[float]) -> list[float]:
     """Observed orders ``log(e_i / e_{i+1}) / log(h_i / h_{i+1})`` between successive levels."""
     return [math.log(err[i] / err[i + 1]) / math.log(h[i] / h[i + 1]) for i in range(len(h) - 1)]

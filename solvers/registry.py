@@ -5,8 +5,9 @@ own eight in its ``pyproject.toml``, and a plugin distribution registers its fam
 way; the class is defined in a package's ``__init__`` and its FEM part is that package's ``fem``
 module (:meth:`Family.fem`). Names are listed without importing anything; a family's module is
 imported when the family is first got. A broken entry point (one that cannot be imported, or
-names no :class:`Family` of that name) or a name claimed by two entry points is an error for
-that name only, one line naming the entry point. The group is read once per process.
+names no :class:`Family` of that name, or whose residual fails or is misshapen on random
+fields) or a name claimed by two entry points is an error for that name only, one line naming
+the entry point. The group is read once per process, each family's residual probed once.
 """
 
 import sys
@@ -14,7 +15,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
 from pdeladder.errors import UnknownNameError, UserInputError, one_line
-from pdeladder.solvers.family import Family
+from pdeladder.solvers.family import Family, residual_shape_error
 
 #: The entry-point group that families register in.
 GROUP = "pdeladder.families"
@@ -77,11 +78,35 @@ def get_family(name: str) -> Family:
     if getattr(cls, "name", None) != name:
         raise UserInputError(f"{where}: the class declares name {getattr(cls, 'name', None)!r}")
     try:
-        return cls()
+        family = cls()
     except Exception as err:
         raise UserInputError(
             f"{where}: cannot be created: {type(err).__name__}: {one_line(str(err))}"
         ) from err
+    if (error := _residual_error(cls)) is not None:
+        raise UserInputError(f"{where}: {error}")
+    return family
+
+
+@cache
+def _residual_error(cls: type[Family]) -> str | None:
+    """Why ``cls``'s residual is broken, None if it is not: evaluated on random fields of its
+    first dimension (9 points per axis, 4 snapshots) with the default parameters, it must run
+    and be shaped as :func:`~pdeladder.solvers.family.residual_shape_error` says. A broken
+    residual fails here, in one line, not in a trainer's loss."""
+    import numpy as np
+    import torch
+
+    fam, dim = cls(), cls.dims[0]
+    grid = fam.grid(dim, 9, 1 if fam.steady else 4)
+    shape = (2, len(fam.channels_for(dim)), grid.snapshots, *grid.shape)
+    fields = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    params = torch.from_numpy(np.stack([fam.Params().vector()] * 2))
+    try:
+        residual = fam.residual(fields, params, grid)
+    except Exception as err:
+        return f"its residual fails on random fields: {type(err).__name__}: {one_line(str(err))}"
+    return residual_shape_error(tuple(residual.shape), shape)
 
 
 def family_package(family: type[Family]) -> dict[str, str] | None:

@@ -219,6 +219,18 @@ def test_a_plugin_missing_a_method_is_one_line_exit_2(broken: Path):
     ]
 
 
+def test_a_plugin_whose_residual_is_misshapen_is_one_line_exit_2(broken: Path):
+    out = pdeladder("solvers", "check", "badshape", "--dim", "1", path=broken)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "error: family 'badshape' (entry point badshape = broken_plugin:BadShape of "
+        "broken-plugin 1.0): the residual of fields (2, 2, 1, 9, 1, 1) is (2, 1, 7, 1, 1), "
+        "not (B, R, T', X', Y', Z')"
+    ]
+    listed = pdeladder("solvers", "list", "--json", path=broken)
+    assert "helmholtz" in {f["name"] for f in json.loads(listed.stdout)}, listed.stderr
+
+
 def test_a_residual_without_its_row_axis_fails_the_pure_check(broken: Path):
     from broken_plugin import BadShape
 
