@@ -86,10 +86,32 @@ def x_slab_partitioner(grid: SlabGrid) -> Any:
 
 
 def boundary_facets(msh: mesh.Mesh) -> np.ndarray:
-    """Indices of the exterior facets of ``msh`` (owned by this rank)."""
-    fdim = msh.topology.dim - 1
-    msh.topology.create_connectivity(fdim, msh.topology.dim)
-    return mesh.exterior_facet_indices(msh.topology)
+    """Indices of the facets of ``msh`` on the walls of its box (owned by this rank): the
+    facets whose vertices all lie on a face of the axis-aligned box the mesh's vertices span,
+    the unit box for :func:`box_mesh`. Collective over ``msh.comm`` (the box is reduced over
+    its ranks).
+
+    On a box mesh these are its exterior facets, found by place rather than by topology alone:
+    on a 1D mesh partitioned into x slabs (:func:`grid_mesh`), DOLFINx's
+    ``exterior_facet_indices`` also counts the point a rank shares with the next slab, which
+    would put a wall inside the domain.
+    """
+    dim = msh.topology.dim
+    x = msh.geometry.x[:, :dim]
+    lo = x.min(axis=0) if len(x) else np.full(dim, np.inf)
+    hi = x.max(axis=0) if len(x) else np.full(dim, -np.inf)
+    msh.comm.Allreduce(MPI.IN_PLACE, lo, op=MPI.MIN)
+    msh.comm.Allreduce(MPI.IN_PLACE, hi, op=MPI.MAX)
+    atol = 1e-8 * float(np.max(hi - lo))
+
+    def on_walls(y: np.ndarray) -> np.ndarray:  # y: (3, N) points
+        y = y[:dim].T
+        return np.any(
+            np.isclose(y, lo, rtol=0, atol=atol) | np.isclose(y, hi, rtol=0, atol=atol), axis=1
+        )
+
+    msh.topology.create_connectivity(dim - 1, dim)
+    return mesh.locate_entities_boundary(msh, dim - 1, on_walls)
 
 
 class GridSampler:

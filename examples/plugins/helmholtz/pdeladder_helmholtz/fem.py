@@ -23,13 +23,14 @@ from typing import Any, Literal
 
 import numpy as np
 import ufl
-from dolfinx import fem, mesh
+from dolfinx import fem
 from dolfinx.fem.petsc import LinearProblem
 from petsc4py import PETSc
 
 from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.fem import (
     GridSampler,
+    boundary_facets,
     box_mesh,
     choose_solver,
     converged,
@@ -40,19 +41,6 @@ from pdeladder.solvers.fem import (
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder_helmholtz import Helmholtz, HelmholtzParams
-
-
-def wall_facets(msh: mesh.Mesh) -> np.ndarray:
-    """The facets of ``msh`` on the walls of the unit box, where ``u = 0``: boundary facets
-    whose points lie on a wall. (On one rank of a 1D sample solved in x slabs, the point shared
-    with the next slab counts as a boundary facet of that rank's mesh too; its place rules it
-    out.)"""
-    dim = msh.topology.dim
-
-    def on_walls(x: np.ndarray) -> np.ndarray:  # x: (3, N) points
-        return np.any(np.isclose(x[:dim], 0.0) | np.isclose(x[:dim], 1.0), axis=0)
-
-    return mesh.locate_entities_boundary(msh, dim - 1, on_walls)
 
 
 def solve_helmholtz(
@@ -71,7 +59,7 @@ def solve_helmholtz(
     u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
     a = ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx - k**2 * ufl.inner(u, v) * ufl.dx
     L = ufl.inner(f, v) * ufl.dx
-    walls = fem.locate_dofs_topological(V, msh.topology.dim - 1, wall_facets(msh))
+    walls = fem.locate_dofs_topological(V, msh.topology.dim - 1, boundary_facets(msh))
     dofs = V.dofmap.index_map.size_global
     solver = choose_solver("elliptic", msh.topology.dim, dofs)  # SPD below the first resonance
     problem = LinearProblem(
