@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 import math
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -326,6 +327,41 @@ def solver_provenance(comm: MPI.Comm, solver: str) -> str:
     (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank)."""
     package = solver_options(comm, solver).get("pc_factor_mat_solver_type")
     return f"{solver} ({package.upper()})" if package else solver
+
+
+def solve_steady(
+    a: Any, L: Any, bcs: list[Any], kind: str, name: str, stats: Any = None
+) -> tuple[fem.Function, str]:
+    """The solution of the steady linear problem ``a(u, v) = L(v)`` for all ``v`` under the
+    Dirichlet conditions ``bcs``, by the solver :func:`choose_solver` picks for the system's
+    ``kind`` and size (one DOLFINx ``LinearProblem``, its convergence checked: DOLFINx does
+    not). ``name`` scopes its PETSc options; ``stats`` (a ``SolveStats``) receives the dofs, the
+    Krylov iterations and the solve's seconds. Returns the solution and the solver as a
+    sample's provenance names it (:func:`solver_provenance`)."""
+    from dolfinx.fem.petsc import LinearProblem
+
+    V = a.arguments()[-1].ufl_function_space()
+    msh, dofs = V.mesh, V.dofmap.index_map.size_global
+    solver = choose_solver(kind, msh.topology.dim, dofs)
+    problem = LinearProblem(
+        a,
+        L,
+        bcs=bcs,
+        petsc_options_prefix=f"{name}_{id(a)}_",
+        petsc_options=solver_options(msh.comm, solver),
+    )
+    t0 = time.perf_counter()
+    try:
+        u_h = problem.solve()
+        iterations = converged(problem.solver)
+    finally:
+        for obj in (problem.solver, problem.A, problem.b, problem.x):
+            obj.destroy()
+    if stats is not None:
+        stats.dofs, stats.steps = dofs, 1
+        stats.krylov_iterations += iterations
+        stats.solve_s += time.perf_counter() - t0
+    return u_h, solver_provenance(msh.comm, solver)
 
 
 def make_ksp(comm: MPI.Comm, A: Any, solver: str, prefix: str) -> Any:

@@ -13,13 +13,11 @@ the grid values of :math:`a`. The SPD system is solved once, by Cholesky or CG +
 from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
 import math
-import time
 from typing import Any, Literal
 
 import numpy as np
 import ufl
 from dolfinx import fem
-from dolfinx.fem.petsc import LinearProblem
 from petsc4py import PETSc
 
 from pdeladder.solvers.darcy import Darcy, DarcyParams
@@ -28,12 +26,9 @@ from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
     box_mesh,
-    choose_solver,
-    converged,
     grid_mesh,
     l2_norm,
-    solver_options,
-    solver_provenance,
+    solve_steady,
 )
 from pdeladder.solvers.grid import Grid
 
@@ -55,27 +50,7 @@ def solve_darcy(
     a = ufl.inner(k * ufl.grad(p), ufl.grad(q)) * ufl.dx
     L = ufl.inner(f, q) * ufl.dx
     walls = fem.locate_dofs_topological(V, msh.topology.dim - 1, boundary_facets(msh))
-    dofs = V.dofmap.index_map.size_global
-    solver = choose_solver("elliptic", msh.topology.dim, dofs)
-    problem = LinearProblem(
-        a,
-        L,
-        bcs=[fem.dirichletbc(0.0, walls, V)],
-        petsc_options_prefix=f"darcy_{id(a)}_",
-        petsc_options=solver_options(msh.comm, solver),
-    )
-    t0 = time.perf_counter()
-    try:
-        p_h = problem.solve()
-        iterations = converged(problem.solver)
-    finally:
-        for obj in (problem.solver, problem.A, problem.b, problem.x):
-            obj.destroy()
-    if stats is not None:
-        stats.dofs, stats.steps = dofs, 1
-        stats.krylov_iterations += iterations
-        stats.solve_s += time.perf_counter() - t0
-    return p_h, solver_provenance(msh.comm, solver)
+    return solve_steady(a, L, [fem.dirichletbc(0.0, walls, V)], "elliptic", "darcy", stats)
 
 
 def solve(

@@ -18,13 +18,11 @@ between dofs and grid points and the solver settings are pdeladder's
 from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 
 import math
-import time
 from typing import Any, Literal
 
 import numpy as np
 import ufl
 from dolfinx import fem
-from dolfinx.fem.petsc import LinearProblem
 from petsc4py import PETSc
 
 from pdeladder.solvers.family import SolveStats
@@ -32,12 +30,9 @@ from pdeladder.solvers.fem import (
     GridSampler,
     boundary_facets,
     box_mesh,
-    choose_solver,
-    converged,
     grid_mesh,
     l2_norm,
-    solver_options,
-    solver_provenance,
+    solve_steady,
 )
 from pdeladder.solvers.grid import Grid
 from pdeladder_helmholtz import Helmholtz, HelmholtzParams
@@ -60,27 +55,8 @@ def solve_helmholtz(
     a = ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx - k**2 * ufl.inner(u, v) * ufl.dx
     L = ufl.inner(f, v) * ufl.dx
     walls = fem.locate_dofs_topological(V, msh.topology.dim - 1, boundary_facets(msh))
-    dofs = V.dofmap.index_map.size_global
-    solver = choose_solver("elliptic", msh.topology.dim, dofs)  # SPD below the first resonance
-    problem = LinearProblem(
-        a,
-        L,
-        bcs=[fem.dirichletbc(0.0, walls, V)],
-        petsc_options_prefix=f"helmholtz_{id(a)}_",
-        petsc_options=solver_options(msh.comm, solver),
-    )
-    t0 = time.perf_counter()
-    try:
-        u_h = problem.solve()
-        iterations = converged(problem.solver)  # DOLFINx does not check it
-    finally:
-        for obj in (problem.solver, problem.A, problem.b, problem.x):
-            obj.destroy()
-    if stats is not None:
-        stats.dofs, stats.steps = dofs, 1
-        stats.krylov_iterations += iterations
-        stats.solve_s += time.perf_counter() - t0
-    return u_h, solver_provenance(msh.comm, solver)
+    # symmetric positive definite below the first resonance: an elliptic system
+    return solve_steady(a, L, [fem.dirichletbc(0.0, walls, V)], "elliptic", "helmholtz", stats)
 
 
 def solve(
