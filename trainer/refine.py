@@ -5,7 +5,8 @@ model's prediction, ``steps`` iterations minimise the equation loss's relative r
 (:func:`~pdeladder.trainer.losses.equation.relative_residual`: one equation per snapshot
 interval, fourth order in time, the walls completed by their conditions) over the predicted
 values of one sample: Gauss–Newton with sparse direct solves (:func:`least_squares`, all
-snapshots at once) up to :func:`direct_limit` values, L-BFGS (:func:`refine`) beyond. What the
+snapshots at once, or one snapshot's system at a time where the residual is linear and the same
+at every time) up to :func:`direct_limit` values, L-BFGS (:func:`refine`) beyond. What the
 sample is given stays as given: its input-role channels, its initial state (snapshot 0 of a time
 series) and the points of a zero wall, which hold their condition, 0. The minimiser of that
 residual lies at the discretisation error from the solver's data (benchmarks/RESULTS.md, "The
@@ -42,6 +43,7 @@ from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup, gather_x
 from pdeladder.trainer.losses.equation import (
     family_views,
+    interval_weights,
     residual_points,
     residual_squares,
     wall_ends,
@@ -257,8 +259,10 @@ def sparse_jacobian(
     for colour in itertools.product(*[range(p) for p in period]):
         point = sum(t[m] for t, m in zip(terms, colour, strict=True))  # (F,)
         # the residual points of this colour: every period-th along each axis
-        steps = zip(colour, offset, period, strict=True)
-        mine = tuple(slice((m - o) % p, None, p) for m, o, p in steps)
+        starts = [(m - o) % p for m, o, p in zip(colour, offset, period, strict=True)]
+        if any(a >= n for a, n in zip(starts, out[1:], strict=True)):
+            continue  # no residual point of this colour (an axis shorter than its period)
+        mine = tuple(slice(a, None, p) for a, p in zip(starts, period, strict=True))
         for component in range(out[0]):
             seed = torch.zeros(out, dtype=v.dtype)
             seed[(component, *mine)] = 1.0
@@ -273,20 +277,130 @@ def sparse_jacobian(
     )
 
 
+#: :func:`time_diagonal` is used where its Kronecker form reproduces a vector-Jacobian product
+#: to this relative accuracy, and its eigenvectors in time are conditioned better than
+#: :data:`EIGENVECTORS`.
+KRONECKER, EIGENVECTORS = 1e-9, 1e8
+
+
+def time_diagonal(
+    residual: Callable[[torch.Tensor], torch.Tensor],
+    v: torch.Tensor,
+    free: torch.Tensor,
+    space: tuple[int, ...],
+    out: tuple[int, ...],
+    ranges: tuple[int, ...],
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``rhs ↦ J⁻¹ rhs`` for the Jacobian ``J`` of a time series' residual that is linear in
+    its values and the same at every time (heat, advection–diffusion): None where it is not,
+    or where the values are not the same points at every snapshot after the first.
+
+    :func:`~pdeladder.trainer.losses.equation.step_residual` poses interval ``k`` as
+    ``Σ_s Wd[k, s] u_s / Δt - F(Σ_s Wv[k, s] u_s)`` (the time rule's weights); for an ``F``
+    linear and autonomous ``J = Wd ⊗ E + Wv ⊗ A`` over the snapshots ``s ≥ 1``, ``E`` and
+    ``A`` (``m × m``, ``m`` values a snapshot) read off the Jacobian's blocks ``(k, s)`` and
+    ``(k, s + 1)`` of one inner interval (:func:`sparse_jacobian` over those two snapshots:
+    its colours in space only). ``B = Wv⁻¹ Wd = V Λ V⁻¹`` (``K × K``) then splits ``J δ = r``
+    into one sparse system ``(λ_j E + A) ζ_j = (V⁻¹ Wv⁻¹ r)_j`` per snapshot, ``δ = V ζ``
+    (diagonalisation in time): K factorisations of a snapshot's size in place of one of the
+    whole series'. The form is checked, not assumed: ``Jᵀ w`` for a random ``w`` by one
+    vector-Jacobian product, to :data:`KRONECKER`.
+
+    Args: as :func:`sparse_jacobian`'s; ``space`` ``(T, X, Y, Z)``, ``out`` ``(R, K, X', Y',
+    Z')`` with ``K = T - 1`` intervals.
+    """
+    (t, *_), (rows, k, *points) = space, out
+    n, m = math.prod(space[1:]), len(free) // max(t - 1, 1)
+    if k != t - 1 or k < 3 or m * (t - 1) != len(free) or rows * math.prod(points) != m:
+        return None
+    at = free // (t * n) * n + free % n  # each value's (channel, point) key
+    snapshot = free // n % t
+    order = torch.argsort(snapshot * (int(at.max()) + 1) + at)
+    columns = order.reshape(k, m)  # (K, m): the indices into v of snapshot s + 1's values
+    if (snapshot[columns[:, 0]] != torch.arange(1, t)).any() or (
+        at[columns] != at[columns[:1]]
+    ).any():
+        return None
+    weights = interval_weights(t, 0, t, (0, k)).numpy()
+    wd, wv = weights[:k, 1:], weights[k:, 1:]  # (K, K): the snapshots after the first
+    i = k // 2
+    s1, s2 = i, i + 1  # unknowns i and i + 1: snapshots i + 1 and i + 2, both in interval i's
+    key = at[columns[0]]  # (m,): the values' (channel, point), the same at every snapshot
+    on_two = key // n * 2 * n + key % n  # their flat indices into (C, 2, X, Y, Z) at time 0
+    sub, pick = torch.sort(torch.cat([on_two, on_two + n]))
+    both = torch.cat([columns[s1], columns[s2]])[pick]
+
+    def block_residual(w: torch.Tensor) -> torch.Tensor:
+        r = residual(v.index_put((both,), w)).reshape(rows, k, -1)
+        return r[:, i].flatten()
+
+    block = sparse_jacobian(
+        block_residual, v[both], sub, (2, *space[1:]), (rows, 1, *points), (1, *ranges[1:])
+    ).tocsc()
+    first = (sub // n % 2 == 0).numpy()  # the sorted columns of snapshot s1, in key order
+    g1, g2 = block[:, np.flatnonzero(first)], block[:, np.flatnonzero(~first)]
+    det = wd[i, s1] * wv[i, s2] - wd[i, s2] * wv[i, s1]
+    e = (wv[i, s2] * g1 - wv[i, s1] * g2) / det
+    a = (wd[i, s1] * g2 - wd[i, s2] * g1) / det
+    rows_of = torch.arange(rows * k * math.prod(points)).reshape(rows, k, -1)
+    rows_of = rows_of.transpose(0, 1).reshape(k, m).numpy()  # (K, m): interval k's rows
+    keyed = columns.numpy()
+
+    def transposed(w: np.ndarray) -> np.ndarray:  # Jᵀ w from the Kronecker form
+        by_interval = w[rows_of]  # (K, m)
+        y = wd.T @ (e.T @ by_interval.T).T + wv.T @ (a.T @ by_interval.T).T
+        out_w = np.empty(len(v))
+        out_w[keyed] = y
+        return out_w
+
+    w = torch.randn(rows_of.size, dtype=v.dtype, generator=torch.Generator().manual_seed(0))
+    _, pullback = torch.func.vjp(residual, v)
+    (jw,) = pullback(w)
+    jw = jw.detach().numpy()
+    if np.abs(transposed(w.numpy()) - jw).max() > KRONECKER * max(np.abs(jw).max(), 1e-300):
+        return None
+    lam, vec = np.linalg.eig(np.linalg.solve(wv, wd))
+    if np.linalg.cond(vec) > EIGENVECTORS:
+        return None
+    to_eigen = np.linalg.solve(vec, np.linalg.inv(wv))  # V⁻¹ Wv⁻¹
+    # LAPACK lists a complex pair's eigenvalues and eigenvectors conjugate and adjacent, the
+    # positive imaginary part first: for a real right-hand side the second one's solution is
+    # the first one's conjugate, and a real eigenvalue's system is real
+    paired = [j > 0 and lam[j].imag < 0 and lam[j] == lam[j - 1].conj() for j in range(k)]
+    factors = [
+        None if paired[j] else lu(lam[j].real * e + a if lam[j].imag == 0 else lam[j] * e + a)
+        for j in range(k)
+    ]
+
+    def solve(rhs: np.ndarray) -> np.ndarray:
+        z = to_eigen @ rhs[rows_of]  # (K, m)
+        zeta = np.empty_like(z)
+        for j in range(k):
+            zeta[j] = zeta[j - 1].conj() if paired[j] else factors[j].solve(z[j])
+        delta = np.empty(len(v))
+        delta[keyed] = (vec @ zeta).real
+        return delta
+
+    return solve
+
+
+def lu(matrix):
+    """SciPy's sparse LU of ``matrix``, ordered by ``A + Aᵀ`` (a residual's Jacobian is
+    structurally near-symmetric)."""
+    import scipy.sparse.linalg
+
+    return scipy.sparse.linalg.splu(matrix.tocsc(), permc_spec="MMD_AT_PLUS_A")
+
+
 def factorise(jacobian) -> Callable[[np.ndarray], np.ndarray]:
     """``rhs ↦`` the least-squares solution of ``jacobian δ = rhs``, from one sparse LU: of
     the Jacobian where it is square and regular, else of its normal equations."""
-    import scipy.sparse.linalg
-
-    def lu(matrix):  # a residual's Jacobian is structurally near-symmetric: order by A + Aᵀ
-        return scipy.sparse.linalg.splu(matrix.tocsc(), permc_spec="MMD_AT_PLUS_A").solve
-
     if jacobian.shape[0] == jacobian.shape[1]:
         try:
-            return lu(jacobian)
+            return lu(jacobian).solve
         except RuntimeError:  # singular
             pass
-    normal = lu(jacobian.T @ jacobian)
+    normal = lu(jacobian.T @ jacobian).solve
     return lambda rhs: normal(jacobian.T @ rhs)
 
 
@@ -306,9 +420,10 @@ def least_squares(
     """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
     by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R`` (``J`` the Jacobian
     of the residual ``R`` in the free values, :func:`sparse_jacobian`, all snapshots of a time
-    series at once; float64; in the least-squares sense, :func:`factorise`), the step halved until
-    it lowers the residual; its factors serve the next steps while each lowers the squared
-    residual :data:`CHORD`-fold.
+    series at once; float64; in the least-squares sense, :func:`factorise`; a series' residual
+    linear and the same at every time by one system per snapshot, :func:`time_diagonal`), the
+    step halved until it lowers the residual; its factors serve the next steps while each
+    lowers the squared residual :data:`CHORD`-fold.
 
     The route for what L-BFGS cannot reach: the squared residual's Hessian is conditioned as
     ``h⁻⁴`` in space, and L-BFGS stalls far from its minimiser on fine grids ("The residual's
@@ -366,6 +481,7 @@ def least_squares(
         value = r.square().sum()
         curve, iterates = [value], [v]
         solve = None  # the last Jacobian's factors, reused while they contract fast
+        linear = grid.snapshots > 1  # a series' Jacobian tried in time-diagonal form first
         for _ in range(iterations):
             if solve is not None:  # a chord step: Newton's with the last Jacobian
                 step = torch.from_numpy(solve(-r.detach().numpy()))
@@ -373,8 +489,10 @@ def least_squares(
                 if not r_next.square().sum() < CHORD * value:
                     solve = None
             if solve is None:
-                jacobian = sparse_jacobian(residual, v, free, x.shape[2:], out_shape, ranges)
-                solve = factorise(jacobian)
+                args = (residual, v, free, x.shape[2:], out_shape, ranges)
+                solve = time_diagonal(*args) if linear else None
+                linear = solve is not None  # else this sample's Jacobian is assembled whole
+                solve = solve or factorise(sparse_jacobian(*args))
                 step = torch.from_numpy(solve(-r.detach().numpy()))
                 for _ in range(HALVINGS):  # Newton's step, halved until it lowers the residual
                     r_next = residual(v + step)  # (a nonlinear one's, far from its minimiser)

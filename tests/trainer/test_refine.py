@@ -23,10 +23,20 @@ from pdeladder.dataset.store import open_store
 from pdeladder.errors import UserInputError
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.evaluate import evaluate_checkpoint
+from pdeladder.trainer.losses.equation import residual_points
 from pdeladder.trainer.metrics import nrmse
 from pdeladder.trainer.predict import predict_store
 from pdeladder.trainer.processor import DataProcessor
-from pdeladder.trainer.refine import check_steps, refine, refine_batch
+from pdeladder.trainer.refine import (
+    check_steps,
+    factorise,
+    free_values,
+    reach,
+    refine,
+    refine_batch,
+    sparse_jacobian,
+    time_diagonal,
+)
 
 runner = CliRunner()
 EXE = os.path.join(os.path.dirname(sys.executable), "pdeladder")
@@ -85,6 +95,44 @@ def test_refinement_moves_a_wrong_heat_rollout_to_the_solution():
     one = {k: v[:1] if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     alone, _ = refine_batch(wrong[:1], truth[:1], one, layout, 150)
     torch.testing.assert_close(alone, out[:1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "linear"),
+    [("heat", True), ("advection_diffusion", True), ("burgers", False), ("moving", False)],
+)
+def test_a_linear_autonomous_series_is_solved_diagonal_in_time_as_by_one_lu(name, linear):
+    """The Newton step of a residual linear in the values and the same at every time, by one
+    sparse system per snapshot (the time rule diagonalised), equals the one sparse LU of the
+    whole series' Jacobian; a nonlinear residual (Burgers) or one whose inputs change in time
+    (advection–diffusion with a velocity drawn anew at each snapshot: ``moving``) is left to
+    that LU."""
+    family = "advection_diffusion" if name == "moving" else name
+    fam = get_family(family)
+    grid = fam.grid(2, 17, 9)
+    predicted = torch.tensor([c.role != "input" for c in fam.channels_for(2)])
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn((1, len(predicted), *grid.space_time), generator=generator).double()
+    if name != "moving":
+        x[:, ~predicted] = x[:, ~predicted, :1]  # inputs are the same at every snapshot
+    params = torch.from_numpy(fam.Params().vector()[None]).double()
+    free = free_values(family, predicted, grid.space_time, 2)
+    base = x.flatten()
+
+    def residual(v: torch.Tensor) -> torch.Tensor:
+        values = base.index_put((free,), v).reshape(x.shape)
+        return residual_points(family, values, params, grid)[0].flatten()
+
+    v = base[free]
+    res = residual_points(family, x, params, grid)[0]
+    args = (residual, v, free, grid.space_time, (res.shape[1], *res.shape[2:]))
+    ranges = reach(family, 2, tuple(predicted.tolist()))
+    diagonal = time_diagonal(*args, ranges)
+    assert (diagonal is not None) == linear
+    if linear:
+        rhs = -residual(v).detach().numpy()
+        whole = factorise(sparse_jacobian(*args, ranges))(rhs)
+        np.testing.assert_allclose(diagonal(rhs), whole, rtol=0, atol=1e-8 * np.abs(whole).max())
 
 
 def test_refinement_holds_the_initial_state_and_the_zero_walls(burgers):
