@@ -1,15 +1,19 @@
 """``pdeladder solvers check FAMILY``: the family contract (solvers/checks.py) from the shell,
-on a built-in family, on a family broken on purpose (only its check fails), and refused input."""
+on a built-in family, on a family broken on purpose (only its check fails), and refused input;
+the residual check's two resolutions solving one drawn field, and the symmetry check in 1D."""
 
 import json
 import os
 import subprocess
 import sys
+import types
 
+import numpy as np
 import pytest
 
-from pdeladder.solvers import checks
+from pdeladder.solvers import checks, get_family
 from pdeladder.solvers.checks import CheckResult, Target, run_checks
+from pdeladder.solvers.heat import Heat
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 NAMES = [*checks.CHECKS, "convergence_space", "convergence_time"]
@@ -79,6 +83,42 @@ def test_an_exception_in_a_check_fails_that_check_in_one_line():
 
     r = checks.isolated("residual", broken)
     assert r == CheckResult("residual", False, "", "RuntimeError: the residual exploded")
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_the_coarse_sample_starts_from_the_fine_draw_at_every_other_point(dim: int):
+    fam = get_family("wave")  # a drawn field times the wall bubble
+    params, coarse, fine = fam.Params(), fam.grid(dim, 17, 5), fam.grid(dim, 33, 9)
+    rng, fine_rng = np.random.default_rng(7), np.random.default_rng(7)
+    drawn = checks.coarse_draw(fam).initial_fields(params, coarse, rng)
+    whole = fam.initial_fields(params, fine, fine_rng)
+    np.testing.assert_array_equal(drawn, whole[(slice(None), *checks.every_other(dim))])
+    assert drawn.shape == (2, *coarse.shape)
+    assert rng.random() == fine_rng.random()  # the generator left as the fine solve leaves it
+
+
+class OwnDraw(Heat):
+    """Heat whose solve draws its initial state from the class, not the instance: the residual
+    check cannot hand it the fine draw, so each resolution solves its own."""
+
+    def fem(self) -> types.SimpleNamespace:
+        from pdeladder.solvers.heat import fem
+
+        return types.SimpleNamespace(solve=lambda _, *args: fem.solve(Heat(), *args))
+
+
+def test_the_residual_check_in_1d_solves_one_field_at_both_resolutions():
+    r = checks.residual(Target(get_family("heat"), 1))
+    assert r.passed and "own draws" not in r.figure, r
+    # each resolution's own draw: two fields, whose residuals barely differ in 1D
+    own = checks.residual(Target(OwnDraw(), 1))
+    assert not own.passed and "own draws" in own.figure, own
+    assert "does not fall by 0.7" in own.detail
+
+
+def test_the_symmetry_check_of_a_vector_family_in_1d():
+    r = checks.symmetry(Target(get_family("burgers"), 1))  # the reflection flips u's sign
+    assert r.passed and r.figure.startswith("1 elements"), r
 
 
 @pytest.mark.parametrize(
