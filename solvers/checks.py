@@ -34,7 +34,13 @@ import numpy as np
 import torch
 
 from pdeladder.errors import UserInputError, one_line
-from pdeladder.solvers.family import MANUFACTURED_T_END, Family, Parameters, Sample
+from pdeladder.solvers.family import (
+    MANUFACTURED_T_END,
+    Family,
+    Parameters,
+    Sample,
+    residual_shape_error,
+)
 from pdeladder.solvers.grid import Grid
 
 #: Points per axis of the contract sample; the residual check refines it to ``2 R - 1``.
@@ -498,18 +504,14 @@ def pure(t: Target, *, pure_inputs: bool = False) -> CheckResult:
         return CheckResult("pure", False, "", f"exit {done.returncode}: {tail}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     drawn = out["draw_inputs"]
-    shape, fields = out["shape"], out["fields"]  # (B, R, T', X', Y', Z'), (B, C, T, X, Y, Z)
-    shaped = len(shape) == 6 and shape[0] == fields[0] and shape[1] >= 1
-    shaped = shaped and all(1 <= n <= m for n, m in zip(shape[2:], fields[2:], strict=True))
+    misshapen = residual_shape_error(tuple(out["shape"]), tuple(out["fields"]))
     figure = "residual loads no FEM; draw_inputs " + (
         f"loads {','.join(drawn)}" if drawn else "none"
     )
     problems = {
         f"the residual loads {','.join(out['residual'])}": bool(out["residual"]),
         "the residual of random fields is not finite": not out["finite"],
-        f"the residual of fields {tuple(fields)} is {tuple(shape)}, not (B, R, T', X', Y', Z')": (
-            not shaped
-        ),
+        **({misshapen: True} if misshapen else {}),
         f"draw_inputs loads {','.join(drawn)}": pure_inputs and bool(drawn),
     }
     return result("pure", figure, problems)
