@@ -300,10 +300,18 @@ def test_a_campaign_listens_on_nothing_outside_loopback(tmp_path: Path) -> None:
         "predict": "pdeladder.trainer.predict",
     }
     for name, args in steps.items():
-        watch = watched(args, env, tmp_path)
-        assert watch.ran(evidence[name]), (name, sorted(watch.commands))
+        # a step's listeners live as long as its ranks: a quick one (predict's 2 ranks on four
+        # 9² samples) may end between two of the watcher's samples, so it runs again, into a
+        # new output, until they are seen (at most 3 times); every run is on loopback only
+        for attempt in range(3):
+            if attempt:
+                args = [*args[:-3], f"p{attempt}.zarr", *args[-2:]]  # predict's --out
+            watch = watched(args, env, tmp_path)
+            assert watch.ran(evidence[name]), (name, sorted(watch.commands))
+            assert_loopback_only(watch)
+            if watch.seen or name != "predict":
+                break
         assert watch.seen, name  # Ray's and gloo's listeners were seen, on loopback
-        assert_loopback_only(watch)
 
 
 @pytest.mark.slow
