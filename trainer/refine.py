@@ -376,7 +376,12 @@ def time_diagonal(
         z = to_eigen @ rhs[rows_of]  # (K, m)
         zeta = np.empty_like(z)
         for j in range(k):
-            zeta[j] = zeta[j - 1].conj() if paired[j] else factors[j].solve(z[j])
+            if paired[j]:
+                zeta[j] = zeta[j - 1].conj()
+            elif lam[j].imag == 0 and np.iscomplexobj(z):  # a real system, its parts apart
+                zeta[j] = factors[j].solve(z[j].real) + 1j * factors[j].solve(z[j].imag)
+            else:
+                zeta[j] = factors[j].solve(z[j])
         delta = np.empty(len(v))
         delta[keyed] = (vec @ zeta).real
         return delta
