@@ -31,7 +31,11 @@ a. **Universal vs specialists (issue 31, item 2).** One model over the F = 4 fam
    the best of them (by its mean) on every family: missed only where it is higher beyond 2 SE.
    (ii) *The strongest test*: full specialists trained for as many steps as the universal model
    (F times its compute), reported with the gap; beside them the universal model given the same
-   compute (F times its steps), which says whether steps per family close that gap.
+   compute (F times its steps), which says whether steps per family close that gap, and the
+   universal model given F times its steps and its parameters (width x sqrt(F): as many as the
+   F specialists together), which says whether capacity closes what steps leave.
+   ``--a-arms`` runs some of a.'s arms (";"-separated: the names hold commas; the universal
+   model always).
 b. **Curriculum vs shuffled.** ``coarse`` (``--steps``) then ``fine`` (``--fine-steps``, warm
    start), against one run of ``--steps + --fine-steps`` steps on the same groups mixed from
    step 0 (``fine`` with ``training.replay: [coarse]``: exactly the curriculum's samples and
@@ -119,7 +123,9 @@ SEED = 20240601
 #: family as in the universal model (steps / F): of 1/F the parameters, of its full size, and
 #: neuraloperator's FNO of its width; then (ii) full-size specialists of as many steps as the
 #: universal model (F times its compute), and the universal model given that compute (F times
-#: its steps): what closes (ii)'s gap if steps per family do.
+#: its steps): what closes (ii)'s gap if steps per family do; last the universal model given
+#: both F times the steps and F times the parameters (width x sqrt(F)), as the F specialists
+#: together have: what closes what steps leave, if capacity does.
 A_ARMS = (
     "universal",
     "specialist",
@@ -127,7 +133,10 @@ A_ARMS = (
     "fno",
     "full specialist, equal steps",
     "universal, F x steps",
+    "universal, F x steps and parameters",
 )
+#: (ii)'s universal arms given the specialists' compute, each against the full specialists.
+A_EQUAL_COMPUTE = A_ARMS[5:]
 #: (i)'s specialists, against which the universal model is judged.
 A_SHARING = A_ARMS[1:4]
 #: c.'s arms at equal steps, data only first (the others are compared with it); the last is
@@ -165,6 +174,7 @@ class Sizes:
     si_samples: int = 32  # unsolved draws per family in the self-improvement phase (c., c2.)
     refine_steps: int = 150  # most Gauss–Newton iterations to each unsolved draw's target
     inference_refine: int = 5  # c2.'s refined arm: Gauss–Newton iterations at inference
+    a_arms: str = ";".join(A_ARMS)  # a.'s arms to run, ";"-separated (the universal model always)
     c2_arms: str = ",".join(C2_ARMS)  # c2.'s arms to run (coarse data only always)
     held_out: float = 0.25
     seeds: int = 3
@@ -502,18 +512,28 @@ def curriculum_and_shuffled(bench: Bench, with_b: bool = True) -> tuple[Path, ..
     return universal, final, bench.train("shuffled", spec, ["fine"])
 
 
+def a_arms(sizes: Sizes) -> tuple[str, ...]:
+    """The a. arms ``--a-arms`` names, in :data:`A_ARMS`' order, the universal model first."""
+    names = {a.strip() for a in sizes.a_arms.split(";")} | {A_ARMS[0]}
+    if names - set(A_ARMS):
+        raise SystemExit(f"--a-arms {sizes.a_arms!r}: ';'-separated names of {A_ARMS}")
+    return tuple(a for a in A_ARMS if a in names)
+
+
 def specialists(bench: Bench) -> tuple[dict[str, dict[str, dict]], int]:
-    """a.'s per-family arms (every arm of :data:`A_ARMS` but the universal ones): held-out
-    group reports by arm and family, and the width of the 1/F-parameter specialists."""
+    """a.'s per-family arms (:func:`a_arms` but the universal ones): held-out group reports by
+    arm and family, and the width of the 1/F-parameter specialists."""
     families, model, s = list(bench.snapshots), bench.model, bench.sizes
     small = max(1, round(model["width"] / math.sqrt(len(families))))
     few_steps = max(1, s.steps // len(families))
+    chosen = a_arms(s)
     kinds = {  # arm: (variant name, width, steps)
         "specialist": ("specialist", small, few_steps),
         "full specialist": ("full specialist", model["width"], few_steps),
         "full specialist, equal steps": ("full specialist, equal steps", model["width"], s.steps),
     }
-    out: dict[str, dict[str, dict]] = {arm: {} for arm in (*kinds, "fno")}
+    kinds = {arm: kind for arm, kind in kinds.items() if arm in chosen}
+    out: dict[str, dict[str, dict]] = {arm: {} for arm in (*kinds, "fno") if arm in chosen}
     for f in families:
         coarse = bench.stages["coarse"]
         only = {**coarse, "families": [e for e in coarse["families"] if e["family"] == f]}
@@ -523,7 +543,9 @@ def specialists(bench: Bench) -> tuple[dict[str, dict[str, dict]], int]:
             spec = bench.curriculum(f"{name}-{f}", [part], {**model, "width": width})
             groups = bench.scores(bench.train(f"{variant} {f}", spec))
             out[arm][f] = groups[bench.path("coarse", f)]
-        name, lr = f"fno {f}", spec.stages[0].training.learning_rate.initial
+        if "fno" not in chosen:
+            continue
+        name, lr = f"fno {f}", bench.stages["coarse"]["training"]["learning_rate"]["initial"]
         out["fno"][f], bench.curves[name], bench.walls[name], bench.params[name] = fno_specialist(
             bench.store,
             bench.path("coarse", f),
@@ -645,13 +667,15 @@ def one_seed(bench: Bench, claims: tuple[str, ...] = CLAIMS) -> dict[str, Any]:
         held = {f: universal[bench.path("coarse", f)] for f in fam}
     if "a" in claims:
         per_family, width = specialists(bench)
-        coarse = bench.stages["coarse"]
-        longer = with_training(coarse, steps=len(fam) * bench.sizes.steps)
-        spec = bench.curriculum("universal-F-steps", [longer])
-        groups = bench.scores(bench.train("universal, F x steps", spec))
-        per_family["universal, F x steps"] = {f: groups[bench.path("coarse", f)] for f in fam}
+        longer = with_training(bench.stages["coarse"], steps=len(fam) * bench.sizes.steps)
+        wider = {**bench.model, "width": round(bench.model["width"] * math.sqrt(len(fam)))}
+        for arm, model in zip(A_EQUAL_COMPUTE, (bench.model, wider), strict=True):
+            if arm in a_arms(bench.sizes):
+                name = arm.replace(", ", "-").replace(" ", "-")
+                groups = bench.scores(bench.train(arm, bench.curriculum(name, [longer], model)))
+                per_family[arm] = {f: groups[bench.path("coarse", f)] for f in fam}
         per_family["universal"] = held
-        out["a"] = {f: {arm: per_family[arm][f] for arm in A_ARMS} for f in fam}
+        out["a"] = {f: {arm: per_family[arm][f] for arm in per_family} for f in fam}
     if "b" in claims:
         final, shuffled = bench.scores(curriculum_dir), bench.scores(shuffled_dir)
         for key in ("walls", "steps"):
@@ -702,14 +726,20 @@ def aggregate(per_seed: list[dict], solves: dict[str, float] | None = None) -> d
     if "a" in per_seed[0]:
         out["a"] = a = {}
         for f in fam:
-            r = arms("a", f, A_ARMS)
-            r["best"] = min(A_SHARING, key=lambda n: r[n]["mean"])
-            r["difference"] = paired(r["universal"]["seeds"], r[r["best"]]["seeds"])
-            # (i)'s target is "no worse": missed only where the universal model is higher
-            r["verdict"] = "missed" if r["difference"]["verdict"] == "missed" else "met"
-            full = r["full specialist, equal steps"]["seeds"]
-            r["gap"] = paired(r["universal"]["seeds"], full)
-            r["gap with F x steps"] = paired(r["universal, F x steps"]["seeds"], full)
+            ran = tuple(arm for arm in A_ARMS if arm in per_seed[0]["a"][f])
+            r = arms("a", f, ran)
+            if sharing := [n for n in A_SHARING if n in ran]:
+                r["best"] = min(sharing, key=lambda n: r[n]["mean"])
+                r["difference"] = paired(r["universal"]["seeds"], r[r["best"]]["seeds"])
+                # (i)'s target is "no worse": missed only where the universal model is higher
+                r["verdict"] = "missed" if r["difference"]["verdict"] == "missed" else "met"
+            if "full specialist, equal steps" in ran:
+                full = r["full specialist, equal steps"]["seeds"]
+                r["gap"] = {
+                    arm: paired(r[arm]["seeds"], full)
+                    for arm in ("universal", *A_EQUAL_COMPUTE)
+                    if arm in ran
+                }
             a[f] = r
     if "b" in per_seed[0]:
         out["b"] = claim_b(per_seed, fam, arms)
@@ -862,35 +892,7 @@ def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     seeds = f"mean ± SE over {k} seeds"
     out = []
     if "a" in cl:
-        steps = result["sizes"]["steps"]
-        rows = [
-            [f, ms(a["universal"]), *[ms(a[arm]) for arm in A_SHARING], f"{a['baseline']:.3g}",
-             f"{a['best']}: {diff(a['difference'])}", a["verdict"]]
-            for f, a in cl["a"].items()
-        ]  # fmt: skip
-        out.append((
-            f"a (i). universal ({steps} steps) vs specialists given as many batches of their "
-            f"family (steps / F): of 1/F the parameters (width {result['specialist_width']}), "
-            "of the universal width, and neuraloperator's FNO of that width; held-out nRMSE at "
-            f"{n}² ({seeds}); target: universal no worse than the best",
-            ["family", "universal", *A_SHARING, "baseline", "universal − best (paired)",
-             "no worse"],
-            rows,
-        ))  # fmt: skip
-        rows = [
-            [f, ms(a["universal"]), ms(a["full specialist, equal steps"]),
-             diff(a["gap"]), ms(a["universal, F x steps"]), diff(a["gap with F x steps"]),
-             f"{a['baseline']:.3g}"]
-            for f, a in cl["a"].items()
-        ]  # fmt: skip
-        out.append((
-            f"a (ii). full-width specialists of {steps} steps each (F times the universal "
-            f"model's compute) against the universal model of {steps} steps and of F times as "
-            f"many, held-out nRMSE at {n}² ({seeds})",
-            ["family", "universal", "specialist, equal steps", "universal − specialist",
-             "universal, F x steps", "universal F x − specialist", "baseline"],
-            rows,
-        ))  # fmt: skip
+        out.extend(tables_a(result, seeds))
     if "b" in cl:
         b = cl["b"]
         rows = [
@@ -933,6 +935,47 @@ def tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     out.append((
         f"compute per variant (wall s: {seeds})", ["variant", "steps", "parameters", "wall s"], rows
     ))  # fmt: skip
+    return out
+
+
+def tables_a(result: dict[str, Any], seeds: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    """a.'s tables, of the arms that ran: (i) the universal model against the specialists given
+    as many batches of their family, with the verdict; (ii) the full specialists of as many
+    steps as the universal model against it and the universal arms of their compute."""
+    a, n, steps = result["claims"]["a"], result["sizes"]["resolution"], result["sizes"]["steps"]
+    ran = [arm for arm in A_ARMS if arm in next(iter(a.values()))]
+    out = []
+    if sharing := [arm for arm in A_SHARING if arm in ran]:
+        rows = [
+            [f, ms(r["universal"]), *[ms(r[arm]) for arm in sharing], f"{r['baseline']:.3g}",
+             f"{r['best']}: {diff(r['difference'])}", r["verdict"]]
+            for f, r in a.items()
+        ]  # fmt: skip
+        out.append((
+            f"a (i). universal ({steps} steps) vs specialists given as many batches of their "
+            f"family (steps / F): of 1/F the parameters (width {result['specialist_width']}), "
+            "of the universal width, and neuraloperator's FNO of that width; held-out nRMSE at "
+            f"{n}² ({seeds}); target: universal no worse than the best",
+            ["family", "universal", *sharing, "baseline", "universal − best (paired)",
+             "no worse"],
+            rows,
+        ))  # fmt: skip
+    compared = [arm for arm in ("universal", *A_EQUAL_COMPUTE) if arm in ran]
+    if "full specialist, equal steps" in ran:
+        rows = [
+            [f, ms(r["full specialist, equal steps"]),
+             *[f"{ms(r[arm])} ({diff(r['gap'][arm])})" for arm in compared],
+             f"{r['baseline']:.3g}"]
+            for f, r in a.items()
+        ]  # fmt: skip
+        out.append((
+            f"a (ii). full-width specialists of {steps} steps each (F times the universal "
+            f"model's compute) against the universal model of {steps} steps, of F times as many, "
+            f"and of F times as many steps and parameters; held-out nRMSE at {n}² ({seeds}), "
+            "each universal arm's paired difference to the specialist in brackets",
+            ["family", "specialist, equal steps", *compared, "baseline"],
+            rows,
+        ))  # fmt: skip
     return out
 
 
@@ -1096,7 +1139,9 @@ def main() -> None:
         "for these small models)",
     )
     args = ap.parse_args()
-    sizes = Sizes.smoke() if args.smoke else Sizes(**{k: getattr(args, k) for k in asdict(Sizes())})
+    sizes = Sizes(**{k: getattr(args, k) for k in asdict(Sizes())})
+    if args.smoke:  # tiny sizes, the arms asked for
+        sizes = replace(Sizes.smoke(), a_arms=sizes.a_arms, c2_arms=sizes.c2_arms)
     claims = tuple(c.strip() for c in args.claims.split(","))
     if not args.claims or set(claims) - set(CLAIMS):
         ap.error(f"--claims {args.claims!r}: comma-separated names of {', '.join(CLAIMS)}")
