@@ -138,12 +138,15 @@ def gang_task(ranks: int) -> Any:
 
 
 def solver_actor(max_restarts: int = 2, max_task_retries: int = 1) -> Any:
-    """The Ray actor class of :class:`Solver`: one CPU, one OpenMP thread; restarted after a
-    crash (``max_restarts``) with its in-flight samples retried (``max_task_retries``)."""
+    """The Ray actor class of :class:`Solver`: one CPU, one OpenMP thread, spread over a
+    cluster's nodes (each solve is bound by its node's memory bandwidth); restarted after a
+    crash or a lost node (``max_restarts``) with its in-flight samples retried
+    (``max_task_retries``)."""
     import ray
 
     return ray.remote(
         num_cpus=1,
+        scheduling_strategy="SPREAD",
         max_restarts=max_restarts,
         max_task_retries=max_task_retries,
         runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}},

@@ -1,0 +1,171 @@
+"""A multi-node Ray cluster on this machine: a head and worker nodes, each in a network namespace
+of its own, joined by a bridge in another namespace.
+
+Every node has its own address (``10.213.0.N``) and its own processes (those of its namespace),
+the closest a single machine comes to separate machines: killing a node is killing its
+namespace's processes. All traffic stays on the bridge; no namespace has a route to the
+machine's outward interface. Ray refuses a second node on loopback and rewrites 127.0.0.1 to the
+outward address, which is why the nodes are not on loopback.
+
+Needs root and ``ip netns`` (CI runs as root); :func:`available` says why not, for a skip.
+"""
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The cluster's subnet (the bridge is the namespaces' own: two clusters do not meet).
+SUBNET = "10.213.0"
+#: The head's GCS port.
+PORT = 6379
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def available() -> str | None:
+    """None when this machine can make namespaces (root, ``ip``); else the reason."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    return None
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+@dataclass
+class Node:
+    name: str
+    namespace: str
+    address: str
+    temp_dir: Path
+
+    def pids(self) -> list[int]:
+        """The processes of this node (its namespace's)."""
+        out = subprocess.run(
+            ["ip", "netns", "pids", self.namespace], capture_output=True, text=True, timeout=30
+        )
+        return [int(p) for p in out.stdout.split()]
+
+    def command(self, *args: str) -> list[str]:
+        """``args`` run as a process of this node."""
+        return ["ip", "netns", "exec", self.namespace, *args]
+
+
+@dataclass
+class Cluster:
+    """Namespaces ``<prefix>-sw`` (the bridge) and one per node; nodes started with
+    ``ray start``, each with its own temporary folder (short: Ray's socket paths)."""
+
+    prefix: str = field(default_factory=lambda: f"pdl{os.getpid() % 100000}")
+    nodes: dict[str, Node] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        token = secrets.token_hex(32)  # this cluster's own: not the user's ~/.ray/auth_token
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
+                    "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+        self.env.pop("RAY_ADDRESS", None)
+        self.bridge = f"{self.prefix}-sw"
+        ip("netns", "add", self.bridge)
+        self._exec(self.bridge, "ip", "link", "add", "br0", "type", "bridge")
+        self._exec(self.bridge, "ip", "link", "set", "br0", "up")
+
+    @property
+    def head(self) -> Node:
+        return self.nodes["head"]
+
+    @property
+    def address(self) -> str:
+        """The GCS address to join (``ray.init``, ``--address``, ``RAY_ADDRESS``)."""
+        return f"{self.head.address}:{PORT}"
+
+    def _exec(self, namespace: str, *args: str) -> None:
+        ip("netns", "exec", namespace, *args)
+
+    def _node(self, name: str) -> Node:
+        """A namespace for ``name`` on the bridge, with its address."""
+        node = Node(
+            name,
+            f"{self.prefix}-{name}",
+            f"{SUBNET}.{len(self.nodes) + 1}",
+            Path(f"/tmp/{self.prefix}-{name}"),
+        )
+        veth = f"v{self.prefix}{name}"[:15]
+        ip("netns", "add", node.namespace)
+        ip("link", "add", veth, "type", "veth", "peer", "name", "e0", "netns", node.namespace)
+        ip("link", "set", veth, "netns", self.bridge)
+        self._exec(self.bridge, "ip", "link", "set", veth, "master", "br0", "up")
+        self._exec(node.namespace, "ip", "addr", "add", f"{node.address}/24", "dev", "e0")
+        self._exec(node.namespace, "ip", "link", "set", "e0", "up")
+        self._exec(node.namespace, "ip", "link", "set", "lo", "up")
+        self.nodes[name] = node
+        return node
+
+    def start(self, name: str, cpus: int) -> Node:
+        """A node named ``name`` with ``cpus`` CPUs: the head first (``name == "head"``), then
+        workers that join it. Returns when ``ray start`` has."""
+        node = self._node(name)
+        shutil.rmtree(node.temp_dir, ignore_errors=True)
+        role = ["--head", "--port", str(PORT), "--include-dashboard", "false"]
+        if name != "head":
+            role = ["--address", self.address]
+        start = [RAY, "start", *role, "--node-ip-address", node.address, "--num-cpus", str(cpus),
+                 "--temp-dir", str(node.temp_dir), "--disable-usage-stats"]  # fmt: skip
+        subprocess.run(
+            node.command(*start), env=self.env, check=True, capture_output=True, timeout=180
+        )
+        return node
+
+    def run(self, node: str, *args: str, **kwargs) -> subprocess.Popen:
+        """``args`` started on ``node`` with the cluster's environment (its token)."""
+        return subprocess.Popen(self.nodes[node].command(*args), env=self.env, **kwargs)
+
+    def kill(self, name: str) -> None:
+        """Kill every process of the node (SIGKILL), as a machine that loses power."""
+        node = self.nodes[name]
+        deadline = time.monotonic() + 30
+        while pids := node.pids():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            assert time.monotonic() < deadline, f"node {name}: {pids} outlive SIGKILL"
+            time.sleep(0.2)
+
+    def ran(self, name: str, actor: str) -> int:
+        """How many worker processes of node ``name`` hosted an actor of class ``actor`` (Ray's
+        own record: each worker's log starts with ``:actor_name:<class>``)."""
+        logs = self.nodes[name].temp_dir.glob("session_*/logs/worker-*.out")
+        return sum(f":actor_name:{actor}\n" in p.read_text(errors="replace") for p in logs)
+
+    def close(self) -> None:
+        """Kill every node and remove the namespaces and the nodes' folders."""
+        for name in reversed(list(self.nodes)):
+            self.kill(name)
+        for node in self.nodes.values():
+            subprocess.run(["ip", "netns", "del", node.namespace], capture_output=True)
+            shutil.rmtree(node.temp_dir, ignore_errors=True)
+        subprocess.run(["ip", "netns", "del", self.bridge], capture_output=True)
+
+
+def cluster(workers: dict[str, int], head_cpus: int = 0) -> Iterator[Cluster]:
+    """A started :class:`Cluster`: a head of ``head_cpus`` CPUs and one worker node per item of
+    ``workers`` (name: CPUs); closed after use."""
+    c = Cluster()
+    try:
+        c.start("head", head_cpus)
+        for name, cpus in workers.items():
+            c.start(name, cpus)
+        yield c
+    finally:
+        c.close()

@@ -1,0 +1,139 @@
+"""Campaigns on a multi-node Ray cluster (:mod:`tests.cluster`: a head and worker nodes, each in
+a network namespace of its own): samples and gangs land on several nodes, a node that joins is
+used, a node lost mid-campaign loses nothing, and the store equals a one-machine run's bit for
+bit."""
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdeladder.curriculum import materialize, parse_curriculum
+from pdeladder.dataset.format import OK
+from pdeladder.dataset.store import open_store
+
+from . import cluster as nodes
+
+pytestmark = [
+    pytest.mark.serial,  # several Ray nodes: the machine to themselves
+    pytest.mark.skipif(nodes.available() is not None, reason=str(nodes.available())),
+]
+
+PDELADDER = str(Path(sys.executable).with_name("pdeladder"))
+
+CAMPAIGN = """\
+name: cluster
+seed: 11
+stages:
+  - name: s0
+    families:
+      - family: heat
+        dims: [2]
+        resolutions: [{resolution}]
+        snapshots: 5
+        samples: {samples}
+      - family: burgers
+        dims: [2]
+        resolutions: [9]
+        snapshots: 3
+        samples: 2
+        ranks_per_sample: 2
+"""
+GROUP = "s0/heat/2d_n{resolution}_t5"
+GANGS = "s0/burgers/2d_n9_t3"
+
+
+def assert_equal_stores(a_url: str, b_url: str, resolution: int) -> None:
+    """Every group of the campaign complete in both, and bit for bit the same."""
+    for path in (GROUP.format(resolution=resolution), GANGS):
+        a, b = open_store(a_url).group(path), open_store(b_url).group(path)
+        assert (a.status() == OK).all(), (path, a.status())
+        for name in ("status", "seed", "params", "checksum"):
+            np.testing.assert_array_equal(a.column(name), b.column(name), err_msg=name)
+        np.testing.assert_array_equal(a.array("fields")[...], b.array("fields")[...])
+
+
+def reference(tmp_path: Path, **sizes: int) -> str:
+    """The campaign solved on this machine's own Ray runtime."""
+    url = str(tmp_path / "reference.zarr")
+    summary = materialize(parse_curriculum(CAMPAIGN.format(**sizes)), store_url=url)
+    assert summary.failed == 0
+    return url
+
+
+def verified(url: str) -> None:
+    out = subprocess.run([PDELADDER, "store", "verify", url], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.fixture
+def two_workers() -> Iterator[nodes.Cluster]:
+    """A head that runs no work (0 CPUs) and two worker nodes of 2 CPUs."""
+    yield from nodes.cluster({"w1": 2, "w2": 2})
+
+
+def test_a_campaign_spreads_over_the_nodes_and_equals_one_machines(
+    two_workers: nodes.Cluster, ray_local: None, tmp_path: Path
+) -> None:
+    """The driver on the head; single-rank samples on actors of both worker nodes (spread),
+    2-rank gangs on one node each (``mpiexec`` inside the node); the store verifies and equals
+    the same campaign solved on one machine."""
+    c, url = two_workers, str(tmp_path / "cluster.zarr")
+    (tmp_path / "c.yaml").write_text(CAMPAIGN.format(samples=8, resolution=17))
+    run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
+                "--store", url, "--workers", "2", "--address", c.address,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    out, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, out
+    assert c.ran("w1", "Solver") and c.ran("w2", "Solver"), out
+    assert not c.ran("head", "Solver")
+    verified(url)
+    assert_equal_stores(url, reference(tmp_path, samples=8, resolution=17), 17)
+
+
+def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """Three actors on a cluster whose one worker node has 2 CPUs: two solve there, the third
+    waits for a node (it holds its first samples, so the campaign cannot end without one). The
+    node is killed mid-campaign (every process of its namespace, SIGKILL); a node of 3 CPUs
+    then joins: the three actors start there, the lost node's samples are solved again, and
+    the campaign ends complete, verified, equal to one machine's bit for bit."""
+    sizes = {"samples": 40, "resolution": 33}
+    gen = nodes.cluster({"w1": 2})
+    c = next(gen)
+    try:
+        url = str(tmp_path / "cluster.zarr")
+        (tmp_path / "c.yaml").write_text(CAMPAIGN.format(**sizes))
+        group = GROUP.format(**sizes)
+        run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
+                    "--store", url, "--workers", "3", "--address", c.address,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+        def solved() -> int:
+            try:
+                return int((open_store(url).group(group).status() == OK).sum())
+            except Exception:  # not created yet
+                return 0
+
+        deadline = time.monotonic() + 300
+        while not (c.ran("w1", "Solver") >= 2 and solved() >= 2):
+            assert run.poll() is None, run.communicate()[0]
+            assert time.monotonic() < deadline, "no samples solved on w1 in 300 s"
+            time.sleep(0.2)
+        c.kill("w1")
+        left = sizes["samples"] - solved()
+        assert left > 2 and run.poll() is None  # w1's actors had samples to lose
+        c.start("w2", 3)
+        out, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, out
+        assert c.ran("w2", "Solver") >= 3, out  # w1's two actors restarted, and the third
+        assert f"{sizes['samples'] + 2} solved, 0 failed" in out, out
+        verified(url)
+        assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
+    finally:
+        gen.close()
