@@ -71,8 +71,10 @@ class Cluster:
 
     def __post_init__(self) -> None:
         token = secrets.token_hex(32)  # this cluster's own: not the user's ~/.ray/auth_token
+        # gloo binds the interface a cluster's nodes reach each other on, as a user sets it
+        # (docs/deploy.md): the host name resolves to the machine's outward address
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
-                    "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+                    "RAY_USAGE_STATS_ENABLED": "0", "GLOO_SOCKET_IFNAME": "e0"}  # fmt: skip
         self.env.pop("RAY_ADDRESS", None)
         self.bridge = f"{self.prefix}-sw"
         ip("netns", "add", self.bridge)

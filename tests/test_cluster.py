@@ -1,7 +1,7 @@
-"""Campaigns on a multi-node Ray cluster (:mod:`tests.cluster`: a head and worker nodes, each in
-a network namespace of its own): samples and gangs land on several nodes, a node that joins is
-used, a node lost mid-campaign loses nothing, and the store equals a one-machine run's bit for
-bit."""
+"""Campaigns and training on a multi-node Ray cluster (:mod:`tests.cluster`: a head and worker
+nodes, each in a network namespace of its own): samples and gangs land on several nodes, a node
+that joins is used, a node lost mid-campaign loses nothing, the store equals a one-machine run's
+bit for bit, and domain-parallel training across two nodes ends with one process's model."""
 
 import subprocess
 import sys
@@ -18,10 +18,7 @@ from pdeladder.dataset.store import open_store
 
 from . import cluster as nodes
 
-pytestmark = [
-    pytest.mark.serial,  # several Ray nodes: the machine to themselves
-    pytest.mark.skipif(nodes.available() is not None, reason=str(nodes.available())),
-]
+pytestmark = pytest.mark.skipif(nodes.available() is not None, reason=str(nodes.available()))
 
 PDELADDER = str(Path(sys.executable).with_name("pdeladder"))
 
@@ -137,3 +134,56 @@ def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
         assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
     finally:
         gen.close()
+
+
+TRAINING = """\
+name: cluster-train
+seed: 3
+model: {width: 4, modes: 2, layers: 1}
+stages:
+  - name: s0
+    families:
+      - family: heat
+        dims: [2]
+        resolutions: [17]
+        snapshots: 5
+        samples: 8
+    training: {steps: 6, batch_size: 2, threads: 1}
+"""
+
+
+def test_domain_parallel_training_across_two_nodes_equals_one_process(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """``train --domain-ranks 2`` from the head of a cluster whose two worker nodes have one
+    CPU each: the two Ray Train workers of the sample's x slabs run one on each node (gloo
+    between the nodes' addresses), and the model they end with is the one a single process
+    trains."""
+    from safetensors.torch import load_file
+
+    (tmp_path / "t.yaml").write_text(TRAINING)
+    store = str(tmp_path / "s.zarr")
+    assert materialize(parse_curriculum(TRAINING), store_url=store).failed == 0
+    one = subprocess.run(
+        [PDELADDER, "train", str(tmp_path / "t.yaml"), "--store", store, "--run-dir",
+         str(tmp_path / "one"), "--workers", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert one.returncode == 0, one.stdout + one.stderr
+    gen = nodes.cluster({"w1": 1, "w2": 1})
+    c = next(gen)
+    try:
+        run = c.run("head", PDELADDER, "train", str(tmp_path / "t.yaml"), "--store", store,
+                    "--run-dir", str(tmp_path / "two"), "--workers", "2", "--domain-ranks", "2",
+                    "--address", c.address,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        out, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, out
+        assert c.ran("w1", "RayTrainWorker") and c.ran("w2", "RayTrainWorker"), out
+    finally:
+        gen.close()
+    a = load_file(tmp_path / "one" / "stages" / "s0" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "two" / "stages" / "s0" / "model" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert (a[k] - b[k]).abs().max() <= 1e-5 * (1 + a[k].abs().max()), k
