@@ -3,6 +3,7 @@ nodes, each in a network namespace of its own): samples and gangs land on severa
 that joins is used, a node lost mid-campaign loses nothing, the store equals a one-machine run's
 bit for bit, and domain-parallel training across two nodes ends with one process's model."""
 
+import json
 import subprocess
 import sys
 import time
@@ -187,3 +188,63 @@ def test_domain_parallel_training_across_two_nodes_equals_one_process(
     assert a.keys() == b.keys()
     for k in a:
         assert (a[k] - b[k]).abs().max() <= 1e-5 * (1 + a[k].abs().max()), k
+
+
+def registered_step(run: Path) -> int:
+    """The step of the latest checkpoint Ray Train's controller has registered in ``run``
+    (its snapshot in the run folder), 0 before the first."""
+    for path in run.glob("ray/*/checkpoint_manager_snapshot.json"):
+        try:  # written in place: a read may see it half written
+            latest = json.loads(path.read_text())["latest_checkpoint_result"]
+        except (OSError, ValueError):
+            continue
+        if latest is not None:
+            return latest["metrics"]["step"]
+    return 0
+
+
+def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """``train --workers 2`` on three worker nodes of one CPU: once a checkpoint is registered,
+    a node that holds a Ray Train worker is killed; Ray Train starts the group again on the two
+    nodes left, from that checkpoint, and the model it ends with is an undisturbed run's."""
+    from safetensors.torch import load_file
+
+    text = TRAINING.replace("steps: 6,", "steps: 200,")
+    (tmp_path / "t.yaml").write_text(text)
+    store = str(tmp_path / "s.zarr")
+    assert materialize(parse_curriculum(text), store_url=store).failed == 0
+    args = ["train", str(tmp_path / "t.yaml"), "--store", store, "--workers", "2",
+            "--checkpoint-every", "10"]  # fmt: skip
+    undisturbed = subprocess.run(
+        [PDELADDER, *args, "--run-dir", str(tmp_path / "undisturbed")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert undisturbed.returncode == 0, undisturbed.stdout + undisturbed.stderr
+    run_dir = tmp_path / "killed"
+    gen = nodes.cluster({"w1": 1, "w2": 1, "w3": 1})
+    c = next(gen)
+    try:
+        run = c.run("head", PDELADDER, *args, "--run-dir", str(run_dir), "--address", c.address,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while registered_step(run_dir) < 10:
+            assert run.poll() is None, run.communicate()[0]
+            assert time.monotonic() < deadline, "no checkpoint registered in 300 s"
+            time.sleep(0.2)
+        lost = next(n for n in ("w1", "w2", "w3") if c.ran(n, "RayTrainWorker"))
+        c.kill(lost)
+        assert run.poll() is None and registered_step(run_dir) < 200  # lost mid-run
+        out, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, out
+        left = [n for n in ("w1", "w2", "w3") if n != lost]
+        assert all(c.ran(n, "RayTrainWorker") for n in left), out  # the group started again
+    finally:
+        gen.close()
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any(m["resumed_from"] >= 10 for m in metrics)  # from the registered checkpoint
+    a = load_file(tmp_path / "undisturbed" / "stages" / "s0" / "model" / "model.safetensors")
+    b = load_file(run_dir / "stages" / "s0" / "model" / "model.safetensors")
+    for k in a:
+        assert (a[k] - b[k]).abs().max() <= 1e-6 * (1 + a[k].abs().max()), k
