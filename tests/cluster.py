@@ -25,7 +25,10 @@ from pathlib import Path
 SUBNET = "10.213.0"
 #: The head's GCS port.
 PORT = 6379
+#: The S3 endpoint's port (:meth:`Cluster.serve_s3`).
+S3_PORT = 5000
 RAY = str(Path(sys.executable).with_name("ray"))
+ROOT = Path(__file__).parents[1]
 
 
 def available() -> str | None:
@@ -68,6 +71,7 @@ class Cluster:
     prefix: str = field(default_factory=lambda: f"pdl{os.getpid() % 100000}")
     nodes: dict[str, Node] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    servers: list[subprocess.Popen] = field(default_factory=list)  # ended with their node
 
     def __post_init__(self) -> None:
         token = secrets.token_hex(32)  # this cluster's own: not the user's ~/.ray/auth_token
@@ -127,6 +131,28 @@ class Cluster:
         )
         return node
 
+    def serve_s3(self) -> str:
+        """An S3 endpoint on a node of its own, ``s3`` (moto's server: a machine that stores,
+        as a cluster's object store is one), before any Ray node starts: the nodes' processes
+        get its address and credentials in their environment. Returns the endpoint URL."""
+        assert not self.nodes, "the S3 endpoint comes before the Ray nodes (their environment)"
+        node = self._node("s3")
+        url = f"http://{node.address}:{S3_PORT}"
+        self.env |= {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing",
+                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+        moto = str(Path(sys.executable).with_name("moto_server"))
+        self.servers.append(self.run("s3", moto, "-H", node.address, "-p", str(S3_PORT),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        return url
+
+    def python(self, node: str, code: str, timeout: float = 300) -> str:
+        """``code`` run by this interpreter on ``node`` in the repository (``tests`` importable);
+        its standard output (an error raises)."""
+        out = subprocess.run(self.nodes[node].command(sys.executable, "-c", code), env=self.env,
+                             cwd=ROOT, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
     def run(self, node: str, *args: str, **kwargs) -> subprocess.Popen:
         """``args`` started on ``node`` with the cluster's environment (its token)."""
         return subprocess.Popen(self.nodes[node].command(*args), env=self.env, **kwargs)
@@ -144,27 +170,34 @@ class Cluster:
             assert time.monotonic() < deadline, f"node {name}: {pids} outlive SIGKILL"
             time.sleep(0.2)
 
-    def ran(self, name: str, actor: str) -> int:
-        """How many worker processes of node ``name`` hosted an actor of class ``actor`` (Ray's
-        own record: each worker's log starts with ``:actor_name:<class>``)."""
+    def ran(self, name: str, what: str) -> int:
+        """How many worker processes of node ``name`` ran an actor of class ``what`` or a task
+        of function ``what`` (Ray's own record: a worker's log holds ``:actor_name:<class>``,
+        and ``:task_name:<function>`` for each task it starts)."""
+        marks = (f":actor_name:{what}\n", f":task_name:{what}\n")
         logs = self.nodes[name].temp_dir.glob("session_*/logs/worker-*.out")
-        return sum(f":actor_name:{actor}\n" in p.read_text(errors="replace") for p in logs)
+        return sum(any(m in p.read_text(errors="replace") for m in marks) for p in logs)
 
     def close(self) -> None:
         """Kill every node and remove the namespaces and the nodes' folders."""
-        for name in reversed(list(self.nodes)):
+        for name in reversed(list(self.nodes)):  # the S3 node, started first, goes last
             self.kill(name)
+        for server in self.servers:
+            server.wait()
         for node in self.nodes.values():
             subprocess.run(["ip", "netns", "del", node.namespace], capture_output=True)
             shutil.rmtree(node.temp_dir, ignore_errors=True)
         subprocess.run(["ip", "netns", "del", self.bridge], capture_output=True)
 
 
-def cluster(workers: dict[str, int], head_cpus: int = 0) -> Iterator[Cluster]:
+def cluster(workers: dict[str, int], head_cpus: int = 0, s3: bool = False) -> Iterator[Cluster]:
     """A started :class:`Cluster`: a head of ``head_cpus`` CPUs and one worker node per item of
-    ``workers`` (name: CPUs); closed after use."""
+    ``workers`` (name: CPUs), with an S3 endpoint (:meth:`Cluster.serve_s3`) where ``s3``;
+    closed after use."""
     c = Cluster()
     try:
+        if s3:
+            c.serve_s3()
         c.start("head", head_cpus)
         for name, cpus in workers.items():
             c.start(name, cpus)

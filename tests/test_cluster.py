@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -63,34 +62,61 @@ def reference(tmp_path: Path, **sizes: int) -> str:
     return url
 
 
-def verified(url: str) -> None:
-    out = subprocess.run([PDELADDER, "store", "verify", url], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
+def verified(c: nodes.Cluster, url: str) -> None:
+    """``pdeladder store verify`` on the head (where an ``s3://`` store's endpoint is)."""
+    run = c.run("head", PDELADDER, "store", "verify", url, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
 
 
-@pytest.fixture
-def two_workers() -> Iterator[nodes.Cluster]:
-    """A head that runs no work (0 CPUs) and two worker nodes of 2 CPUs."""
-    yield from nodes.cluster({"w1": 2, "w2": 2})
+#: Make the bucket once the cluster's S3 endpoint answers.
+MAKE_BUCKET = """
+import time, s3fs
+for _ in range(300):
+    try:
+        s3fs.S3FileSystem().mkdir("pdeladder")
+        break
+    except Exception:
+        time.sleep(0.2)
+else:
+    raise SystemExit("the S3 endpoint did not answer in 60 s")
+"""
 
 
+@pytest.mark.parametrize("shared", ["path", "s3"])
 def test_a_campaign_spreads_over_the_nodes_and_equals_one_machines(
-    two_workers: nodes.Cluster, ray_local: None, tmp_path: Path
+    shared: str, ray_local: None, tmp_path: Path
 ) -> None:
     """The driver on the head; single-rank samples on actors of both worker nodes (spread),
-    2-rank gangs on one node each (``mpiexec`` inside the node); the store verifies and equals
+    2-rank gangs on one node each (``mpiexec`` inside the node); the store, a path every node
+    sees or an ``s3://`` store on an S3 endpoint of the cluster's network, verifies and equals
     the same campaign solved on one machine."""
-    c, url = two_workers, str(tmp_path / "cluster.zarr")
     (tmp_path / "c.yaml").write_text(CAMPAIGN.format(samples=8, resolution=17))
-    run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
-                "--store", url, "--workers", "2", "--address", c.address,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    out, _ = run.communicate(timeout=600)
-    assert run.returncode == 0, out
-    assert c.ran("w1", "Solver") and c.ran("w2", "Solver"), out
-    assert not c.ran("head", "Solver")
-    verified(url)
-    assert_equal_stores(url, reference(tmp_path, samples=8, resolution=17), 17)
+    ref = reference(tmp_path, samples=8, resolution=17)
+    gen = nodes.cluster({"w1": 2, "w2": 2}, s3=shared == "s3")  # a head of 0 CPUs
+    c = next(gen)
+    try:
+        url = str(tmp_path / "cluster.zarr")
+        if shared == "s3":
+            c.python("head", MAKE_BUCKET)
+            url = "s3://pdeladder/cluster.zarr"
+        run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
+                    "--store", url, "--workers", "2", "--address", c.address,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        out, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, out
+        # the actors are spread, but a gang may hold a node's CPUs when they are placed: each
+        # worker node ran some of the work, the head none
+        for node in ("w1", "w2"):
+            assert c.ran(node, "Solver") + c.ran(node, "gang_solve"), (node, out)
+        assert c.ran("w1", "gang_solve") + c.ran("w2", "gang_solve"), out
+        assert not c.ran("head", "Solver") + c.ran("head", "gang_solve")
+        verified(c, url)
+        c.python("head", "from tests.test_cluster import assert_equal_stores as equal\n"
+                 f"equal({url!r}, {ref!r}, 17)")  # fmt: skip
+    finally:
+        gen.close()
 
 
 def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
@@ -131,7 +157,7 @@ def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
         assert run.returncode == 0, out
         assert c.ran("w2", "Solver") >= 3, out  # w1's two actors restarted, and the third
         assert f"{sizes['samples'] + 2} solved, 0 failed" in out, out
-        verified(url)
+        verified(c, url)
         assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
     finally:
         gen.close()
