@@ -25,6 +25,8 @@ from pathlib import Path
 SUBNET = "10.213.0"
 #: The head's GCS port.
 PORT = 6379
+#: The head's dashboard and job server port (``dashboard=True``).
+DASHBOARD_PORT = 8265
 #: The S3 endpoint's port (:meth:`Cluster.serve_s3`).
 S3_PORT = 5000
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -116,12 +118,15 @@ class Cluster:
         self.nodes[name] = node
         return node
 
-    def start(self, name: str, cpus: int) -> Node:
-        """A node named ``name`` with ``cpus`` CPUs: the head first (``name == "head"``), then
-        workers that join it. Returns when ``ray start`` has."""
+    def start(self, name: str, cpus: int, dashboard: bool = False) -> Node:
+        """A node named ``name`` with ``cpus`` CPUs: the head first (``name == "head"``; with
+        its dashboard and job server on its address where ``dashboard``), then workers that
+        join it. Returns when ``ray start`` has."""
         node = self._node(name)
         shutil.rmtree(node.temp_dir, ignore_errors=True)
-        role = ["--head", "--port", str(PORT), "--include-dashboard", "false"]
+        role = ["--head", "--port", str(PORT), "--include-dashboard", str(dashboard).lower()]
+        if dashboard:
+            role += ["--dashboard-host", node.address, "--dashboard-port", str(DASHBOARD_PORT)]
         if name != "head":
             role = ["--address", self.address]
         start = [RAY, "start", *role, "--node-ip-address", node.address, "--num-cpus", str(cpus),
@@ -144,6 +149,10 @@ class Cluster:
         self.servers.append(self.run("s3", moto, "-H", node.address, "-p", str(S3_PORT),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
         return url
+
+    def machine(self, name: str) -> Node:
+        """A machine on the cluster's network that runs no Ray node (a user's, submitting)."""
+        return self._node(name)
 
     def python(self, node: str, code: str, timeout: float = 300) -> str:
         """``code`` run by this interpreter on ``node`` in the repository (``tests`` importable);
@@ -190,15 +199,17 @@ class Cluster:
         subprocess.run(["ip", "netns", "del", self.bridge], capture_output=True)
 
 
-def cluster(workers: dict[str, int], head_cpus: int = 0, s3: bool = False) -> Iterator[Cluster]:
-    """A started :class:`Cluster`: a head of ``head_cpus`` CPUs and one worker node per item of
-    ``workers`` (name: CPUs), with an S3 endpoint (:meth:`Cluster.serve_s3`) where ``s3``;
-    closed after use."""
+def cluster(
+    workers: dict[str, int], head_cpus: int = 0, s3: bool = False, dashboard: bool = False
+) -> Iterator[Cluster]:
+    """A started :class:`Cluster`: a head of ``head_cpus`` CPUs (with its job server where
+    ``dashboard``) and one worker node per item of ``workers`` (name: CPUs), with an S3
+    endpoint (:meth:`Cluster.serve_s3`) where ``s3``; closed after use."""
     c = Cluster()
     try:
         if s3:
             c.serve_s3()
-        c.start("head", head_cpus)
+        c.start("head", head_cpus, dashboard)
         for name, cpus in workers.items():
             c.start(name, cpus)
         yield c

@@ -274,3 +274,31 @@ def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
     b = load_file(run_dir / "stages" / "s0" / "model" / "model.safetensors")
     for k in a:
         assert (a[k] - b[k]).abs().max() <= 1e-6 * (1 + a[k].abs().max()), k
+
+
+def test_training_submitted_as_a_ray_job_from_a_machine_outside_the_cluster(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """``ray job submit --address http://HEAD:8265 -- pdeladder train …`` (docs/trainer.md)
+    from a machine of the cluster's network that runs no Ray node: the job's driver runs on the
+    head, its two Ray Train workers on the two worker nodes, and the run folder (a path every
+    node sees) ends with the model."""
+    (tmp_path / "t.yaml").write_text(TRAINING)
+    store, run_dir = str(tmp_path / "s.zarr"), tmp_path / "job"
+    assert materialize(parse_curriculum(TRAINING), store_url=store).failed == 0
+    gen = nodes.cluster({"w1": 1, "w2": 1}, dashboard=True)
+    c = next(gen)
+    try:
+        c.machine("user")
+        job = c.run("user", nodes.RAY, "job", "submit", "--address",
+                    f"http://{c.head.address}:{nodes.DASHBOARD_PORT}", "--", PDELADDER, "train",
+                    str(tmp_path / "t.yaml"), "--store", store, "--workers", "2", "--run-dir",
+                    str(run_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True)  # fmt: skip
+        out, _ = job.communicate(timeout=600)
+        assert job.returncode == 0 and "succeeded" in out, out
+        assert c.ran("w1", "RayTrainWorker") and c.ran("w2", "RayTrainWorker"), out
+        assert not c.ran("head", "RayTrainWorker")
+    finally:
+        gen.close()
+    assert (run_dir / "stages" / "s0" / "model" / "model.safetensors").stat().st_size > 0
