@@ -10,6 +10,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from pdeladder.errors import ServiceError
+
 logger = logging.getLogger(__name__)
 
 #: Environment of every task and actor: one BLAS/OpenMP thread, no usage statistics.
@@ -140,11 +142,15 @@ def join(address: str) -> None:
     """Join the Ray cluster at ``address`` (``host:port``, ``ray://…`` or ``auto``). An address
     on 127.0.0.1 is joined there (Ray would connect to the machine's outward address instead,
     where :func:`start_local`'s runtime does not listen); the driver then attaches to the node
-    of this machine, whatever its IP."""
+    of this machine, whatever its IP. A cluster that cannot be reached is a
+    :class:`~pdeladder.errors.ServiceError` that names ``address``."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     loopback = "://" not in address and address.rpartition(":")[0] in ("127.0.0.1", "localhost")
-    with _loopback() if loopback else nullcontext():
-        ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
+    try:
+        with _loopback() if loopback else nullcontext():
+            ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
+    except ConnectionError as err:  # a cluster that is gone, or was never there
+        raise ServiceError(f"cannot reach the Ray cluster at {address}: {err}") from err
 
 
 @contextmanager

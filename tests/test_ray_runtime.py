@@ -130,6 +130,32 @@ def test_materialize_shows_ray_as_a_step_on_stderr(ray_local: None, tmp_path: Pa
     assert told[1].startswith(f"joined the Ray cluster at {address} in ")
 
 
+def test_a_cluster_that_cannot_be_reached_is_one_line_naming_its_address(tmp_path: Path) -> None:
+    """A Ray Client address where nothing answers (a cluster gone, or never there): Ray gives
+    up after its 30 s with "ray client connection timeout"; the command says where, in one
+    line, exit 2 (a flow run's failure names it too: the data campaign joins the same way)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"ray://127.0.0.1:{s.getsockname()[1]}"
+    (tmp_path / "c.yaml").write_text(SPEC)
+    exe = os.path.join(os.path.dirname(sys.executable), "pdeladder")
+    proc = subprocess.run(
+        [exe, "curriculum", "materialize", "c.yaml", "--store", "s.zarr", "--address", address],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: cannot reach the Ray cluster at {address}: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_start_ends_the_agents_a_killed_run_left(tmp_path: Path) -> None:
     """Agents whose raylet is gone are ended; an agent under a live raylet is not (processes
     titled as Ray titles them: an injected leftover)."""
