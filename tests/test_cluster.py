@@ -1,7 +1,9 @@
 """Campaigns and training on a multi-node Ray cluster (:mod:`tests.cluster`: a head and worker
-nodes, each in a network namespace of its own): samples and gangs land on several nodes, a node
-that joins is used, a node lost mid-campaign loses nothing, the store equals a one-machine run's
-bit for bit, and domain-parallel training across two nodes ends with one process's model."""
+nodes, each in a network namespace of its own): samples and gangs land on several nodes, on a
+path store and on an ``s3://`` store; a node that joins is used and a node lost mid-campaign
+loses nothing, the store equal to a one-machine run's bit for bit; domain-parallel training
+across two nodes ends with one process's model, a node lost under training with an undisturbed
+run's; training is submitted as a Ray job from a machine outside the cluster."""
 
 import json
 import subprocess
