@@ -4,6 +4,7 @@ start on a busy machine; or joining a cluster."""
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -138,6 +139,25 @@ def start_local(num_cpus: int | None = None) -> None:
         )
 
 
+#: Seconds a cluster's address has to accept a connection before joining it is given up.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def answers(address: str) -> None:
+    """Raise :class:`~pdeladder.errors.ServiceError` naming ``address`` (``host:port`` or
+    ``ray://host:port``) unless something there accepts a TCP connection within
+    :data:`CONNECT_TIMEOUT_S`: Ray itself retries a GCS address where nothing listens for
+    minutes, and a Ray Client address for 30 s. Other forms (``auto``) are left to Ray."""
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    if not (host and port.isascii() and port.isdigit()):
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        raise ServiceError(f"cannot reach the Ray cluster at {address}: {err}") from err
+
+
 def join(address: str) -> None:
     """Join the Ray cluster at ``address`` (``host:port``, ``ray://…`` or ``auto``). An address
     on 127.0.0.1 is joined there (Ray would connect to the machine's outward address instead,
@@ -145,6 +165,7 @@ def join(address: str) -> None:
     of this machine, whatever its IP. A cluster that cannot be reached is a
     :class:`~pdeladder.errors.ServiceError` that names ``address``."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    answers(address)
     loopback = "://" not in address and address.rpartition(":")[0] in ("127.0.0.1", "localhost")
     try:
         with _loopback() if loopback else nullcontext():
