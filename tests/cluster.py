@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,13 +155,18 @@ class Cluster:
         """A machine on the cluster's network that runs no Ray node (a user's, submitting)."""
         return self._node(name)
 
-    def python(self, node: str, code: str, timeout: float = 300) -> str:
-        """``code`` run by this interpreter on ``node`` in the repository (``tests`` importable);
-        its standard output (an error raises)."""
-        out = subprocess.run(self.nodes[node].command(sys.executable, "-c", code), env=self.env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=timeout)  # fmt: skip
-        assert out.returncode == 0, out.stdout + out.stderr
+    def call(self, node: str, *args: str, timeout: float = 600) -> str:
+        """``args`` run to their end on ``node`` in the repository (``tests`` importable), with
+        the cluster's environment; their output (stdout and stderr; a failure raises)."""
+        out = subprocess.run(self.nodes[node].command(*args), env=self.env, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=timeout)  # fmt: skip
+        assert out.returncode == 0, out.stdout
         return out.stdout
+
+    def python(self, node: str, code: str) -> str:
+        """``code`` run by this interpreter on ``node`` (:meth:`call`)."""
+        return self.call(node, sys.executable, "-c", code, timeout=300)
 
     def run(self, node: str, *args: str, **kwargs) -> subprocess.Popen:
         """``args`` started on ``node`` with the cluster's environment (its token)."""
@@ -199,6 +205,7 @@ class Cluster:
         subprocess.run(["ip", "netns", "del", self.bridge], capture_output=True)
 
 
+@contextmanager
 def cluster(
     workers: dict[str, int], head_cpus: int = 0, s3: bool = False, dashboard: bool = False
 ) -> Iterator[Cluster]:

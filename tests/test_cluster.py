@@ -66,10 +66,18 @@ def reference(tmp_path: Path, **sizes: int) -> str:
 
 def verified(c: nodes.Cluster, url: str) -> None:
     """``pdeladder store verify`` on the head (where an ``s3://`` store's endpoint is)."""
-    run = c.run("head", PDELADDER, "store", "verify", url, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    out, _ = run.communicate(timeout=300)
-    assert run.returncode == 0, out
+    c.call("head", PDELADDER, "store", "verify", url, timeout=300)
+
+
+def assert_same_model(a: Path, b: Path, rtol: float) -> None:
+    """The stage models in run folders ``a`` and ``b`` hold the same weights to ``rtol`` of
+    each tensor's largest magnitude."""
+    from safetensors.torch import load_file
+
+    wa, wb = (load_file(r / "stages" / "s0" / "model" / "model.safetensors") for r in (a, b))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert (wa[k] - wb[k]).abs().max() <= rtol * (1 + wa[k].abs().max()), k
 
 
 #: Make the bucket once the cluster's S3 endpoint answers.
@@ -96,18 +104,13 @@ def test_a_campaign_spreads_over_the_nodes_and_equals_one_machines(
     the same campaign solved on one machine."""
     (tmp_path / "c.yaml").write_text(CAMPAIGN.format(samples=8, resolution=17))
     ref = reference(tmp_path, samples=8, resolution=17)
-    gen = nodes.cluster({"w1": 2, "w2": 2}, s3=shared == "s3")  # a head of 0 CPUs
-    c = next(gen)
-    try:
+    with nodes.cluster({"w1": 2, "w2": 2}, s3=shared == "s3") as c:  # a head of 0 CPUs
         url = str(tmp_path / "cluster.zarr")
         if shared == "s3":
             c.python("head", MAKE_BUCKET)
             url = "s3://pdeladder/cluster.zarr"
-        run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
-                    "--store", url, "--workers", "2", "--address", c.address,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        out, _ = run.communicate(timeout=600)
-        assert run.returncode == 0, out
+        out = c.call("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
+                     "--store", url, "--workers", "2", "--address", c.address)  # fmt: skip
         # the actors are spread, but a gang may hold a node's CPUs when they are placed: each
         # worker node ran some of the work, the head none
         for node in ("w1", "w2"):
@@ -117,8 +120,6 @@ def test_a_campaign_spreads_over_the_nodes_and_equals_one_machines(
         verified(c, url)
         c.python("head", "from tests.test_cluster import assert_equal_stores as equal\n"
                  f"equal({url!r}, {ref!r}, 17)")  # fmt: skip
-    finally:
-        gen.close()
 
 
 def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
@@ -130,9 +131,7 @@ def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
     then joins: the three actors start there, the lost node's samples are solved again, and
     the campaign ends complete, verified, equal to one machine's bit for bit."""
     sizes = {"samples": 40, "resolution": 33}
-    gen = nodes.cluster({"w1": 2})
-    c = next(gen)
-    try:
+    with nodes.cluster({"w1": 2}) as c:
         url = str(tmp_path / "cluster.zarr")
         (tmp_path / "c.yaml").write_text(CAMPAIGN.format(**sizes))
         group = GROUP.format(**sizes)
@@ -161,8 +160,6 @@ def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
         assert f"{sizes['samples'] + 2} solved, 0 failed" in out, out
         verified(c, url)
         assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
-    finally:
-        gen.close()
 
 
 TRAINING = """\
@@ -188,8 +185,6 @@ def test_domain_parallel_training_across_two_nodes_equals_one_process(
     CPU each: the two Ray Train workers of the sample's x slabs run one on each node (gloo
     between the nodes' addresses), and the model they end with is the one a single process
     trains."""
-    from safetensors.torch import load_file
-
     (tmp_path / "t.yaml").write_text(TRAINING)
     store = str(tmp_path / "s.zarr")
     assert materialize(parse_curriculum(TRAINING), store_url=store).failed == 0
@@ -199,23 +194,12 @@ def test_domain_parallel_training_across_two_nodes_equals_one_process(
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert one.returncode == 0, one.stdout + one.stderr
-    gen = nodes.cluster({"w1": 1, "w2": 1})
-    c = next(gen)
-    try:
-        run = c.run("head", PDELADDER, "train", str(tmp_path / "t.yaml"), "--store", store,
-                    "--run-dir", str(tmp_path / "two"), "--workers", "2", "--domain-ranks", "2",
-                    "--address", c.address,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        out, _ = run.communicate(timeout=600)
-        assert run.returncode == 0, out
+    with nodes.cluster({"w1": 1, "w2": 1}) as c:
+        out = c.call("head", PDELADDER, "train", str(tmp_path / "t.yaml"), "--store", store,
+                     "--run-dir", str(tmp_path / "two"), "--workers", "2", "--domain-ranks", "2",
+                     "--address", c.address)  # fmt: skip
         assert c.ran("w1", "RayTrainWorker") and c.ran("w2", "RayTrainWorker"), out
-    finally:
-        gen.close()
-    a = load_file(tmp_path / "one" / "stages" / "s0" / "model" / "model.safetensors")
-    b = load_file(tmp_path / "two" / "stages" / "s0" / "model" / "model.safetensors")
-    assert a.keys() == b.keys()
-    for k in a:
-        assert (a[k] - b[k]).abs().max() <= 1e-5 * (1 + a[k].abs().max()), k
+    assert_same_model(tmp_path / "one", tmp_path / "two", 1e-5)
 
 
 def registered_step(run: Path) -> int:
@@ -237,8 +221,6 @@ def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
     """``train --workers 2`` on three worker nodes of one CPU: once a checkpoint is registered,
     a node that holds a Ray Train worker is killed; Ray Train starts the group again on the two
     nodes left, from that checkpoint, and the model it ends with is an undisturbed run's."""
-    from safetensors.torch import load_file
-
     text = TRAINING.replace("steps: 6,", "steps: 60,")
     (tmp_path / "t.yaml").write_text(text)
     store = str(tmp_path / "s.zarr")
@@ -251,9 +233,7 @@ def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
     )  # fmt: skip
     assert undisturbed.returncode == 0, undisturbed.stdout + undisturbed.stderr
     run_dir = tmp_path / "killed"
-    gen = nodes.cluster({"w1": 1, "w2": 1, "w3": 1})
-    c = next(gen)
-    try:
+    with nodes.cluster({"w1": 1, "w2": 1, "w3": 1}) as c:
         run = c.run("head", PDELADDER, *args, "--run-dir", str(run_dir), "--address", c.address,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
         deadline = time.monotonic() + 300
@@ -268,14 +248,9 @@ def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
         assert run.returncode == 0, out
         left = [n for n in ("w1", "w2", "w3") if n != lost]
         assert all(c.ran(n, "RayTrainWorker") for n in left), out  # the group started again
-    finally:
-        gen.close()
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any(m["resumed_from"] >= 10 for m in metrics)  # from the registered checkpoint
-    a = load_file(tmp_path / "undisturbed" / "stages" / "s0" / "model" / "model.safetensors")
-    b = load_file(run_dir / "stages" / "s0" / "model" / "model.safetensors")
-    for k in a:
-        assert (a[k] - b[k]).abs().max() <= 1e-6 * (1 + a[k].abs().max()), k
+    assert_same_model(tmp_path / "undisturbed", run_dir, 1e-6)
 
 
 def test_training_submitted_as_a_ray_job_from_a_machine_outside_the_cluster(
@@ -288,19 +263,13 @@ def test_training_submitted_as_a_ray_job_from_a_machine_outside_the_cluster(
     (tmp_path / "t.yaml").write_text(TRAINING)
     store, run_dir = str(tmp_path / "s.zarr"), tmp_path / "job"
     assert materialize(parse_curriculum(TRAINING), store_url=store).failed == 0
-    gen = nodes.cluster({"w1": 1, "w2": 1}, dashboard=True)
-    c = next(gen)
-    try:
+    with nodes.cluster({"w1": 1, "w2": 1}, dashboard=True) as c:
         c.machine("user")
-        job = c.run("user", nodes.RAY, "job", "submit", "--address",
-                    f"http://{c.head.address}:{nodes.DASHBOARD_PORT}", "--", PDELADDER, "train",
-                    str(tmp_path / "t.yaml"), "--store", store, "--workers", "2", "--run-dir",
-                    str(run_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    text=True)  # fmt: skip
-        out, _ = job.communicate(timeout=600)
-        assert job.returncode == 0 and "succeeded" in out, out
+        out = c.call("user", nodes.RAY, "job", "submit", "--address",
+                     f"http://{c.head.address}:{nodes.DASHBOARD_PORT}", "--", PDELADDER, "train",
+                     str(tmp_path / "t.yaml"), "--store", store, "--workers", "2", "--run-dir",
+                     str(run_dir))  # fmt: skip
+        assert "succeeded" in out, out
         assert c.ran("w1", "RayTrainWorker") and c.ran("w2", "RayTrainWorker"), out
         assert not c.ran("head", "RayTrainWorker")
-    finally:
-        gen.close()
     assert (run_dir / "stages" / "s0" / "model" / "model.safetensors").stat().st_size > 0
