@@ -58,24 +58,24 @@ class Domain:
             raise UserInputError(f"box lengths must be 2 or 3 positive numbers, got {self.lengths}")
         if not self.gap >= 0:
             raise UserInputError(f"the gap between obstacles must be >= 0 m, got {self.gap}")
+        scale = max(self.lengths)
         for i, c in enumerate(self.obstacles):
             if len(c.centre) != self.dim or not c.radius > 0:
                 raise UserInputError(
                     f"obstacle {i}: a {self.dim}D centre and a positive radius are needed, "
                     f"got centre {c.centre}, radius {c.radius}"
                 )
-            clearance = min(self._wall_clearance(c))
-            if clearance <= 0 or clearance < self.gap:
+            what = _too_close(min(self._wall_clearance(c)), self.gap, scale, "crosses")
+            if what:
                 raise UserInputError(
-                    f"obstacle {i} (centre {c.centre} m, radius {c.radius} m) "
-                    f"{'leaves' if clearance < 0 else 'touches' if clearance == 0 else 'comes closer than the gap to'} "
-                    f"the box {self._box()}; move it inside, at least {self.gap} m from the walls"
+                    f"obstacle {i} (centre {c.centre} m, radius {c.radius} m) {what} the walls "
+                    f"of the {self._box()} box; keep it at least {self.gap} m inside"
                 )
         for i in range(len(self.obstacles)):
             for j in range(i):
                 d = self.obstacles[i].distance(self.obstacles[j])
-                if d <= 0 or d < self.gap:
-                    what = "overlaps" if d < 0 else "touches" if d == 0 else f"is {d:.4g} m from"
+                what = _too_close(d, self.gap, scale, "overlaps")
+                if what:
                     raise UserInputError(
                         f"obstacle {i} {what} obstacle {j}; obstacles must be at least "
                         f"{self.gap} m apart (and not touch)"
@@ -131,6 +131,17 @@ class Domain:
         return math.prod(self.lengths) - sum(ball * c.radius**self.dim for c in self.obstacles)
 
 
+def _too_close(clearance: float, gap: float, scale: float, crossing: str) -> str | None:
+    """How a ``clearance`` in metres falls short of ``gap``: ``crossing`` (negative),
+    ``"touches"`` (zero, to rounding of the box's size ``scale``) or ``"is ... m from"``;
+    None where it does not."""
+    if clearance < -1e-12 * scale:
+        return crossing
+    if clearance <= 1e-12 * scale:
+        return "touches"
+    return f"is {clearance:.4g} m from" if clearance < gap else None
+
+
 def draw_obstacles(
     rng: np.random.Generator | int,
     lengths: tuple[float, ...],
@@ -175,6 +186,6 @@ def draw_obstacles(
         if any(a >= b for a, b in zip(lo, hi, strict=True)):
             continue  # this radius does not fit the region
         c = Circle(centre, r)
-        if all(c.distance(d) > 0 and c.distance(d) >= gap for d in placed):
+        if not any(_too_close(c.distance(d), gap, max(lengths), "overlaps") for d in placed):
             placed.append(c)
     return Domain(tuple(lengths), tuple(placed), gap)
