@@ -29,9 +29,14 @@ from pdeladder.solvers.geometry.domain import Circle, Domain
 
 
 class ChannelFlowParams(Parameters):
-    viscosity: float = parameter(1e-3, 1e-4, 1e-1, "m2 s-1", "kinematic viscosity ν")
+    """Kinematic viscosity and inflow. The ranges keep the Reynolds number ``Ū D / ν`` at most
+    40 for obstacles up to ``D = 0.1`` m: the steady regime (flow past a cylinder sheds vortices
+    from Re ≈ 47; Newton from rest, as :meth:`ChannelFlow.solve` runs it, converges at Re = 50
+    on the DFG channel and diverges at Re = 100)."""
+
+    viscosity: float = parameter(1e-3, 5e-4, 1e-1, "m2 s-1", "kinematic viscosity ν")
     inflow_speed: float = parameter(
-        0.3, 0.01, 1.0, "m s-1", "maximum U of the parabolic inflow (its mean is 2U/3)"
+        0.3, 0.01, 0.3, "m s-1", "maximum U of the parabolic inflow (its mean Ū is 2U/3)"
     )
 
 

@@ -127,9 +127,23 @@ def test_the_mesh_has_tagged_boundaries_and_meshing_is_quiet(capfd: pytest.Captu
         assert np.array_equal(np.sort(dm.facets.indices), exterior_facet_indices(dm.mesh.topology))
         area = fem.assemble_scalar(fem.form(fem.Constant(dm.mesh, 1.0) * ufl.dx(domain=dm.mesh)))
         assert math.isclose(area, TWO_HOLES.area(), rel_tol=tol)
+    again = domain_mesh(TWO_HOLES, MPI.COMM_SELF, 0.05, obstacle_size=0.01, order=2)
+    np.testing.assert_array_equal(again.mesh.geometry.x, dm.mesh.geometry.x)  # deterministic
     assert not gmsh.isInitialized()
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def test_a_gmsh_failure_is_one_line_and_leaves_gmsh_finalized(monkeypatch: pytest.MonkeyPatch):
+    import gmsh
+
+    def fail(model, *args):  # a real gmsh error: a field that does not exist
+        model.mesh.field.setNumber(99, "InField", 1)
+
+    monkeypatch.setattr("pdeladder.solvers.geometry.mesh._build", fail)
+    with pytest.raises(SolveError, match=r"^gmsh could not mesh the domain: ") as err:
+        domain_mesh(TWO_HOLES, MPI.COMM_SELF, 0.05)
+    assert "\n" not in str(err.value) and not gmsh.isInitialized()
 
 
 def linear(x: np.ndarray) -> np.ndarray:
