@@ -75,6 +75,10 @@ def local_runtime_env() -> dict[str, dict[str, str]]:
 #: Process titles of the agents a raylet starts beside it. A raylet that dies with a killed
 #: driver leaves them running for about a minute (Ray's liveness check), holding their ports.
 RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+#: The script of a Ray worker that has not yet been given its first task or actor (a started
+#: one retitles itself ``ray::…``). One still importing when its raylet dies lives on until it
+#: tries to connect: seen above 20 s on a loaded 2-core machine.
+RAY_WORKER = b"ray/_private/workers/default_worker.py"
 
 
 def _proc(pid: int, name: str) -> bytes:
@@ -84,14 +88,21 @@ def _proc(pid: int, name: str) -> bytes:
         return b""
 
 
-def orphaned_agents() -> list[int]:
-    """This user's Ray agents whose raylet is gone (their parent is no raylet): what a driver
-    killed with SIGKILL left. On a machine without /proc, none."""
+def _ray_process(cmdline: bytes) -> bool:
+    """A Ray agent, or a Ray worker not yet started (by its command line)."""
+    args = cmdline.split(b"\0")
+    return args[0].decode(errors="replace").startswith(RAY_AGENTS) or any(
+        a.endswith(RAY_WORKER) for a in args[1:3]
+    )
+
+
+def orphans() -> list[int]:
+    """This user's Ray agents and not-yet-started workers whose raylet is gone (their parent
+    is no raylet): what a driver killed with SIGKILL left. On a machine without /proc, none."""
     uid, found = os.getuid(), []
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
-        title = _proc(pid, "cmdline").split(b"\0", 1)[0].decode(errors="replace")
-        if not title.startswith(RAY_AGENTS):
+        if not _ray_process(_proc(pid, "cmdline")):
             continue
         try:
             if entry.stat().st_uid != uid:
@@ -106,17 +117,17 @@ def orphaned_agents() -> list[int]:
     return found
 
 
-def end_orphaned_agents() -> list[int]:
-    """End :func:`orphaned_agents` (SIGKILL: they ignore SIGTERM while they wait for their
-    raylet, and serve nothing without it); their pids."""
-    pids = orphaned_agents()
+def end_orphans() -> list[int]:
+    """End :func:`orphans` (SIGKILL: the agents ignore SIGTERM while they wait for their
+    raylet, and none serves anything without it); their pids."""
+    pids = orphans()
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:  # ended meanwhile
             pass
     if pids:
-        logger.info("ended %d Ray agents a killed run had left: %s", len(pids), pids)
+        logger.info("ended %d Ray processes a killed run had left: %s", len(pids), pids)
     return pids
 
 
@@ -124,10 +135,10 @@ def start_local(num_cpus: int | None = None) -> None:
     """Start a fresh local Ray runtime in this process (``num_cpus``: default all) whose every
     TCP listener is on 127.0.0.1: no dashboard, no usage statistics, token authentication as
     Ray's default has it (on), MPI and gloo of its workers on loopback
-    (:func:`local_runtime_env`); first ends the Ray agents a killed run left
-    (:func:`end_orphaned_agents`). ``docs/deploy.md`` lists what listens where."""
+    (:func:`local_runtime_env`); first ends the Ray processes a killed run left
+    (:func:`end_orphans`). ``docs/deploy.md`` lists what listens where."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    end_orphaned_agents()  # what a killed run left: a minute of its ports and memory
+    end_orphans()  # what a killed run left: a minute of its ports and memory
     with _loopback():  # the node's processes get 127.0.0.1 as their IP and listen on it
         ray_init(
             address="local",  # a fresh runtime, even when `ray start` left one running here

@@ -160,30 +160,37 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_naming_its_address(
     assert "Traceback" not in proc.stderr
 
 
-def test_a_start_ends_the_agents_a_killed_run_left(tmp_path: Path) -> None:
-    """Agents whose raylet is gone are ended; an agent under a live raylet is not (processes
-    titled as Ray titles them: an injected leftover)."""
+def test_a_start_ends_the_agents_and_starting_workers_a_killed_run_left(tmp_path: Path) -> None:
+    """Agents and not-yet-started workers whose raylet is gone are ended; an agent under a live
+    raylet is not (processes named as Ray names them: injected leftovers)."""
     import contextlib
     import subprocess
+    import sys
     import time
 
-    orphan = subprocess.Popen(["bash", "-c", "exec -a ray::DashboardAgent sleep 600"])
+    worker = tmp_path / "ray" / "_private" / "workers" / "default_worker.py"
+    worker.parent.mkdir(parents=True)
+    worker.write_text("import time\ntime.sleep(600)\n")
+    orphans = [
+        subprocess.Popen(["bash", "-c", "exec -a ray::DashboardAgent sleep 600"]),
+        subprocess.Popen([sys.executable, str(worker), "--node-ip-address=127.0.0.1"]),
+    ]
     keeper = subprocess.Popen(
         ["bash", "-c", 'exec -a raylet bash -c "(exec -a ray::RuntimeEnvAgent sleep 600) & wait"']
     )
     try:
         deadline = time.monotonic() + 10
-        while len(process_tree(keeper.pid)) < 2 or not ray_runtime.orphaned_agents():
-            assert time.monotonic() < deadline, "the injected agents did not start"
+        while len(process_tree(keeper.pid)) < 2 or len(ray_runtime.orphans()) < 2:
+            assert time.monotonic() < deadline, "the injected processes did not start"
             time.sleep(0.05)
         (kept,) = process_tree(keeper.pid) - {keeper.pid}
-        assert orphan.pid in ray_runtime.orphaned_agents()
-        assert kept not in ray_runtime.orphaned_agents()  # its parent is a raylet
-        assert orphan.pid in ray_runtime.end_orphaned_agents()
-        assert orphan.wait(timeout=10) == -9
+        assert {p.pid for p in orphans} <= set(ray_runtime.orphans())
+        assert kept not in ray_runtime.orphans()  # its parent is a raylet
+        assert {p.pid for p in orphans} <= set(ray_runtime.end_orphans())
+        assert [p.wait(timeout=10) for p in orphans] == [-9, -9]
         assert keeper.poll() is None and Path(f"/proc/{kept}").exists()
     finally:
-        for p in (orphan, keeper):
+        for p in (*orphans, keeper):
             for pid in process_tree(p.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
