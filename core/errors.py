@@ -47,6 +47,11 @@ class ServiceError(PdeladderError, RuntimeError):
     """A service (Prefect server, Ray cluster or job) cannot be started, reached or used."""
 
 
+class ClusterLostError(ServiceError):
+    """The Ray cluster this process joined is gone: nothing in this process can use Ray again,
+    so a retry here fails the same way (a rerun, once the cluster is back, resumes)."""
+
+
 def exit_on_error(command: Callable[..., object]) -> None:
     """Run a command-line entry point; a :class:`PdeladderError` or a usage error (a bad option
     value, an unknown choice, a missing argument) becomes one red line on stderr and exit code

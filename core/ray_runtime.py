@@ -11,7 +11,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from pdeladder.errors import ServiceError
+from pdeladder.errors import ClusterLostError, ServiceError
 
 logger = logging.getLogger(__name__)
 
@@ -154,19 +154,45 @@ def start_local(num_cpus: int | None = None) -> None:
 CONNECT_TIMEOUT_S = 10.0
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port``; None for another form."""
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    return (host.strip("[]"), int(port)) if host and port.isascii() and port.isdigit() else None
+
+
+def _refusal(address: str) -> OSError | None:
+    """Why ``address`` accepts no TCP connection within :data:`CONNECT_TIMEOUT_S`; None when it
+    does, or when it is no ``host:port`` (``auto``: left to Ray)."""
+    if (where := _host_port(address)) is None:
+        return None
+    try:
+        with socket.create_connection(where, timeout=CONNECT_TIMEOUT_S):
+            return None
+    except OSError as err:
+        return err
+
+
 def answers(address: str) -> None:
     """Raise :class:`~pdeladder.errors.ServiceError` naming ``address`` (``host:port`` or
     ``ray://host:port``) unless something there accepts a TCP connection within
     :data:`CONNECT_TIMEOUT_S`: Ray itself retries a GCS address where nothing listens for
-    minutes, and a Ray Client address for 30 s. Other forms (``auto``) are left to Ray."""
-    host, _, port = address.rpartition("://")[2].rpartition(":")
-    if not (host and port.isascii() and port.isdigit()):
-        return
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
-            pass
-    except OSError as err:
+    minutes, and a Ray Client one for 30 s. Other forms (``auto``) are left to Ray."""
+    if err := _refusal(address):
         raise ServiceError(f"cannot reach the Ray cluster at {address}: {err}") from err
+
+
+#: The cluster this process joined (:func:`join`): its address, as :func:`still_joined` probes
+#: it; None on a local runtime.
+_joined: str | None = None
+
+
+def still_joined() -> None:
+    """Raise :class:`~pdeladder.errors.ClusterLostError` naming the address when the cluster this
+    process joined accepts no connection there any more (its head is gone). Ray's own core
+    worker ends a driver whose GCS it has lost for 60 s without a word to the caller, so a
+    long-running driver calls this more often than that. Nothing on a local runtime."""
+    if _joined and (err := _refusal(_joined)):
+        raise ClusterLostError(f"lost the Ray cluster at {_joined}: {err}") from err
 
 
 def join(address: str) -> None:
@@ -183,6 +209,10 @@ def join(address: str) -> None:
             ray_init(address=address, runtime_env=RUNTIME_ENV, log_to_driver=False)
     except ConnectionError as err:  # a cluster that is gone, or was never there
         raise ServiceError(f"cannot reach the Ray cluster at {address}: {err}") from err
+    import ray
+
+    global _joined
+    _joined = address if _host_port(address) else ray.get_runtime_context().gcs_address
 
 
 @contextmanager
@@ -214,7 +244,9 @@ def ray_session(
         tell(f"starting a local Ray runtime ({cpus}) ...")
         start_local(num_cpus)
         tell(f"started Ray in {time.perf_counter() - t0:.0f} s")
+    global _joined
     try:
         yield
     finally:
+        _joined = None
         ray.shutdown()

@@ -46,7 +46,7 @@ from pdeladder.curriculum.worker import (
 from pdeladder.dataset.format import FAILED, OK, group_metadata, identity
 from pdeladder.dataset.store import Store, absolute_url, open_store
 from pdeladder.errors import SolveError, UserInputError
-from pdeladder.ray_runtime import ray_session
+from pdeladder.ray_runtime import ray_session, still_joined
 from pdeladder.solvers.registry import get_family
 
 #: Samples in flight per actor: one solving, one queued behind it.
@@ -208,6 +208,7 @@ def materialize(
         def heartbeat() -> None:
             for lock in locks:
                 lock.refresh()
+            still_joined()  # a lost cluster is one line naming it, not a driver Ray ends
 
         with ray_session(address, num_cpus=max(workers, gang), on_step=on_step):
             pool = ActorPool(url, workers)

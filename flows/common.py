@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pdeladder.curriculum.loader import load_curriculum, parse_curriculum
 from pdeladder.curriculum.spec import Curriculum
-from pdeladder.errors import UserInputError
+from pdeladder.errors import ClusterLostError, UserInputError
 from pdeladder.examples import path as example_path
 
 
@@ -42,5 +42,6 @@ class CurriculumSource(BaseModel):
 
 
 def transient(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry condition: retry everything but bad input, which fails the same way every time."""
-    return not isinstance(state.result(raise_on_failure=False), UserInputError)
+    """Retry condition: retry everything but bad input and a lost Ray cluster (this process
+    stays bound to it), which fail the same way every time."""
+    return not isinstance(state.result(raise_on_failure=False), UserInputError | ClusterLostError)

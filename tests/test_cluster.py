@@ -215,6 +215,7 @@ def registered_step(run: Path) -> int:
     return 0
 
 
+@pytest.mark.slow  # the fault matrix's training half; a lost node in CI: the campaign's
 def test_a_node_lost_under_training_resumes_to_an_undisturbed_runs_weights(
     ray_local: None, tmp_path: Path
 ) -> None:
@@ -273,3 +274,72 @@ def test_training_submitted_as_a_ray_job_from_a_machine_outside_the_cluster(
         assert c.ran("w1", "RayTrainWorker") and c.ran("w2", "RayTrainWorker"), out
         assert not c.ran("head", "RayTrainWorker")
     assert (run_dir / "stages" / "s0" / "model" / "model.safetensors").stat().st_size > 0
+
+
+#: The data-campaign flow run on a node (a Prefect server of its own: ephemeral); prints the
+#: run's end as one JSON line.
+CAMPAIGN_FLOW = """
+import json, sys
+from pdeladder.flows.data_campaign import Campaign, data_campaign
+yaml, url, address = sys.argv[1:]
+state = data_campaign(Campaign(curriculum=yaml, store_url=url, workers=2, ray_address=address),
+                      return_state=True)
+groups = state.result()["groups"] if state.is_completed() else []
+print("end:", json.dumps({"failed": state.is_failed(), "message": state.message,
+                  "skipped": sum(g["skipped"] for g in groups)}))
+"""
+
+
+def flow_end(out: str) -> dict:
+    """The end :data:`CAMPAIGN_FLOW` printed (Prefect's own lines may follow it)."""
+    ends = [line for line in out.splitlines() if line.startswith("end: ")]
+    assert ends, out
+    return json.loads(ends[-1].removeprefix("end: "))
+
+
+@pytest.mark.slow
+def test_a_prefect_campaign_whose_cluster_disappears_fails_naming_it_and_a_rerun_resumes(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """A data-campaign flow run driven from a worker node; the head is killed mid-campaign (the
+    whole cluster gone: the worker's raylet follows it). The flow run fails with a message that
+    names the cluster's address; run again on a new cluster at that address, it solves only the
+    samples not yet recorded, and the store equals one machine's bit for bit."""
+    sizes = {"samples": 40, "resolution": 33}
+    yaml, url = tmp_path / "c.yaml", str(tmp_path / "cluster.zarr")
+    yaml.write_text(CAMPAIGN.format(**sizes))
+    group = GROUP.format(**sizes)
+
+    def solved() -> int:
+        try:
+            return int((open_store(url).group(group).status() == OK).sum())
+        except Exception:  # not created yet
+            return 0
+
+    flow = [sys.executable, "-c", CAMPAIGN_FLOW, str(yaml), url]
+    with nodes.cluster({"w1": 2}) as c:
+        c.env.pop("PREFECT_API_URL", None)
+        c.env["PREFECT_HOME"] = str(tmp_path / "prefect")
+        log = tmp_path / "flow.log"  # a file: the flow's Prefect server may hold a pipe open
+        with log.open("w") as sink:
+            run = c.run("w1", *flow, c.address, stdout=sink, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while solved() < 2:
+            assert run.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no samples solved in 300 s"
+            time.sleep(0.2)
+        c.kill("head")
+        assert run.wait(timeout=300) == 0, log.read_text()
+        out = log.read_text()
+        end = flow_end(out)
+        assert end["failed"] and f"Ray cluster at {c.address}" in end["message"], out
+        recorded = solved()
+        assert 2 <= recorded < sizes["samples"], out
+    with nodes.cluster({"w1": 2}) as c:
+        c.env.pop("PREFECT_API_URL", None)
+        c.env["PREFECT_HOME"] = str(tmp_path / "prefect")
+        out = c.call("w1", *flow, c.address)
+        end = flow_end(out)
+        assert not end["failed"] and end["skipped"] >= recorded, out
+        verified(c, url)
+    assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])

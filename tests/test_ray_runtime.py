@@ -160,6 +160,37 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_naming_its_address(
     assert "Traceback" not in proc.stderr
 
 
+def test_a_joined_cluster_that_stops_answering_is_lost_naming_its_address(monkeypatch) -> None:
+    """What a driver's heartbeat checks: nothing while the joined address answers (or on a
+    local runtime); once it does not, a ClusterLostError naming it, which a flow's retry
+    condition does not retry (this process stays bound to the lost cluster)."""
+    import socket
+
+    from pdeladder.errors import ClusterLostError, ServiceError
+    from pdeladder.flows.common import transient
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        monkeypatch.setattr(ray_runtime, "_joined", address)
+        ray_runtime.still_joined()  # it answers
+    with pytest.raises(ClusterLostError, match=f"^lost the Ray cluster at {address}: "):
+        ray_runtime.still_joined()
+    monkeypatch.setattr(ray_runtime, "_joined", None)
+    ray_runtime.still_joined()  # a local runtime: nothing to lose
+
+    class State:
+        def __init__(self, error: Exception):
+            self.error = error
+
+        def result(self, raise_on_failure: bool) -> Exception:
+            return self.error
+
+    assert not transient(None, None, State(ClusterLostError("lost")))
+    assert transient(None, None, State(ServiceError("no Prefect server")))
+
+
 def test_a_start_ends_the_agents_and_starting_workers_a_killed_run_left(tmp_path: Path) -> None:
     """Agents and not-yet-started workers whose raylet is gone are ended; an agent under a live
     raylet is not (processes named as Ray names them: injected leftovers)."""
