@@ -19,6 +19,7 @@ once, then recorded as failed. Solver failures (divergence, NaN) are recorded by
 Recorded failures are not retried unless ``retry_failed`` is set.
 """
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -46,7 +47,7 @@ from pdeladder.curriculum.worker import (
 from pdeladder.dataset.format import FAILED, OK, group_metadata, identity
 from pdeladder.dataset.store import Store, absolute_url, open_store
 from pdeladder.errors import SolveError, UserInputError
-from pdeladder.ray_runtime import ray_session, still_joined
+from pdeladder.ray_runtime import answers, ray_session, still_joined
 from pdeladder.solvers.registry import get_family
 
 #: Samples in flight per actor: one solving, one queued behind it.
@@ -196,6 +197,7 @@ def materialize(
         cost, budget = CostModel(on_measure=on_step), spec.generation.memory_budget_gb
         plans = [cost.resolve(plan, budget, cluster=address is not None) for plan in plans]
     gang = max((int(g.ranks) for plan in plans for g in plan.groups), default=1)
+    answers(address or os.environ.get("RAY_ADDRESS", ""))  # a cluster not there: no store made
     store = open_store(url, mode="a", check_writable=True)
     growing = check_store(store, plans, spec.name)  # refusals come before Ray starts
     summary = MaterializeSummary(spec.name, url, workers, names, [])

@@ -158,6 +158,7 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_naming_its_address(
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: cannot reach the Ray cluster at {address}: "), proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "s.zarr").exists()  # refused before the store is made
 
 
 def test_a_joined_cluster_that_stops_answering_is_lost_naming_its_address(monkeypatch) -> None:
