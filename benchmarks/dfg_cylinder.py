@@ -23,7 +23,7 @@ from pdeladder.solvers.channel_flow import (
     DFG_2D1_PRESSURE_POINTS,
     DFG_2D1_REFERENCE,
 )
-from pdeladder.solvers.channel_flow.fem import ChannelFlow
+from pdeladder.solvers.channel_flow.fem import SteadyFlow
 from pdeladder.solvers.family import SolveStats
 from pdeladder.solvers.geometry import domain_mesh
 
@@ -33,7 +33,7 @@ def level(size: float, order: int) -> dict:
     t0 = time.perf_counter()
     dm = domain_mesh(DFG_2D1, MPI.COMM_WORLD, size, obstacle_size=size / 4, order=order)
     mesh_s = time.perf_counter() - t0
-    flow, stats = ChannelFlow(dm, DFG_2D1_PARAMS), SolveStats()
+    flow, stats = SteadyFlow(dm, DFG_2D1_PARAMS), SolveStats()
     newton = flow.solve(stats)
     c_d, c_l = flow.coefficients()
     return {

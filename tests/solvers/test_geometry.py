@@ -202,10 +202,10 @@ def test_poisson_converges_at_its_declared_order_on_a_mesh_with_holes(degree: in
 
 
 def test_dfg_2d1_on_a_coarse_mesh_meets_the_published_values():
-    from pdeladder.solvers.channel_flow.fem import ChannelFlow
+    from pdeladder.solvers.channel_flow.fem import SteadyFlow
 
     dm = domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.04, obstacle_size=0.01, order=2)
-    flow = ChannelFlow(dm, DFG_2D1_PARAMS)
+    flow = SteadyFlow(dm, DFG_2D1_PARAMS)
     assert flow.solve() <= 8  # Newton from rest, quadratic convergence
     c_d, c_l = flow.coefficients()
     delta_p = flow.pressure_difference(*DFG_2D1_PRESSURE_POINTS)
@@ -222,10 +222,10 @@ def test_dfg_2d1_on_a_coarse_mesh_meets_the_published_values():
 
 
 def test_a_newton_failure_is_a_solve_error(monkeypatch: pytest.MonkeyPatch):
-    from pdeladder.solvers.channel_flow.fem import NEWTON, ChannelFlow
+    from pdeladder.solvers.channel_flow.fem import NEWTON, SteadyFlow
 
     monkeypatch.setitem(NEWTON, "snes_max_it", 1)
-    flow = ChannelFlow(domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.08), DFG_2D1_PARAMS)
+    flow = SteadyFlow(domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.08), DFG_2D1_PARAMS)
     with pytest.raises(SolveError, match=r"^Newton failed \(SNES reason -\d+"):
         flow.solve()
 
@@ -237,12 +237,12 @@ _TWO_RANKS = textwrap.dedent(
     from mpi4py import MPI
     import numpy as np
     from pdeladder.solvers.channel_flow import DFG_2D1, DFG_2D1_PARAMS
-    from pdeladder.solvers.channel_flow.fem import ChannelFlow
+    from pdeladder.solvers.channel_flow.fem import SteadyFlow
     from pdeladder.solvers.geometry import domain_mesh, sample_on_grid
 
     comm = MPI.COMM_WORLD
     dm = domain_mesh(DFG_2D1, comm, 0.04, obstacle_size=0.01, order=2)
-    flow = ChannelFlow(dm, DFG_2D1_PARAMS)
+    flow = SteadyFlow(dm, DFG_2D1_PARAMS)
     flow.solve()
     values, mask = sample_on_grid(flow.velocity(), DFG_2D1, 45)
     coefficients = flow.coefficients()  # collective, as sampling is
@@ -255,7 +255,7 @@ _TWO_RANKS = textwrap.dedent(
 
 @pytest.mark.mpi
 def test_sampling_on_two_ranks_gives_the_one_rank_array(tmp_path):
-    from pdeladder.solvers.channel_flow.fem import ChannelFlow
+    from pdeladder.solvers.channel_flow.fem import SteadyFlow
 
     out = tmp_path / "two.npz"
     done = subprocess.run(
@@ -269,7 +269,7 @@ def test_sampling_on_two_ranks_gives_the_one_rank_array(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     two = np.load(out)
     dm = domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.04, obstacle_size=0.01, order=2)
-    flow = ChannelFlow(dm, DFG_2D1_PARAMS)
+    flow = SteadyFlow(dm, DFG_2D1_PARAMS)
     flow.solve()
     values, mask = sample_on_grid(flow.velocity(), DFG_2D1, 45)
     assert two["same"]  # every rank holds the whole array
