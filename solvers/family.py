@@ -91,13 +91,23 @@ def parameter(default: float, low: float, high: float, units: str, description: 
     )
 
 
+#: The input channel that marks a family's domain inside its box: 1.0 at the grid points inside,
+#: 0.0 outside, the same at every snapshot. A family whose domain is its whole box has none.
+MASK = "mask"
+
+
 @dataclass(frozen=True)
 class Channel:
     """One channel of a trajectory. ``role="input"`` marks static coefficient fields the model
     receives (a permeability, a velocity field); outputs are what it predicts. ``wall``: the
     channel's condition on every wall of the box, as the solver imposes it, ``"zero"`` (the
     value, homogeneous Dirichlet) or ``"no_flux"`` (the normal derivative, homogeneous Neumann);
-    ``None`` for none (a pressure, an input)."""
+    ``None`` for none (a pressure, an input).
+
+    A family whose domain is its box less holes has the input channel :data:`MASK`, and every
+    output channel holds exactly 0 outside the domain. Scores, losses and normalisation
+    statistics then count the points inside only; the mask itself reaches the model as 0/1,
+    not normalised, and predictions are written with 0 outside."""
 
     name: str
     long_name: str
