@@ -283,15 +283,16 @@ class Group:
         chunk of ``region`` (default the whole sample; ``fields`` its values, shaped as its
         ``extent``), ``(BT', BX')`` uint32 and ``(BT', BX', C, 3)`` float64, each over the
         chunk's values without padding."""
+        mask = mom.mask_channel(self.channel_names)  # moments inside the domain
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf show in the moments
             if not self.blocked:
-                return checksum(fields), sample_moments(fields)
+                return checksum(fields), sample_moments(fields, mask)
             spec = self.chunks["fields"]
             region = spec.whole if region is None else region
             parts = spec.block_slices(region)
             size = (len(region[0]), len(region[2]))
             crcs = np.array([checksum(fields[p]) for p in parts], np.uint32).reshape(size)
-            moments = np.stack([sample_moments(fields[p]) for p in parts])
+            moments = np.stack([sample_moments(fields[p], mask) for p in parts])
         return crcs, moments.reshape(*size, *moments.shape[1:])
 
     def block_moments(self, where: np.ndarray | None = None) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Normalisation statistics that merge in parallel.
 
 Each sample stores, per channel, ``(count, mean, M2)`` over all its snapshots and grid points
-(``M2 = Σ (x - mean)²``). Partials of disjoint parts merge exactly (Chan, Golub & LeVeque's
+(``M2 = Σ (x - mean)²``); in a sample with the channel :data:`~pdeladder.solvers.family.MASK`,
+over its points inside the domain, so that a normaliser's means and stds ignore the outside. Partials of disjoint parts merge exactly (Chan, Golub & LeVeque's
 parallel algorithm, here for many parts at once), so statistics of a stage, a family or a whole
 store come from these small arrays without reading any field twice.
 """
@@ -13,13 +14,23 @@ from typing import Any
 import numpy as np
 
 from pdeladder.dataset.format import OK
+from pdeladder.solvers.family import MASK
 
 #: Values per block of :func:`sample_moments`: its float64 block stays in the L2 cache.
 BLOCK_VALUES = 1 << 16
 
 
-def sample_moments(fields: np.ndarray) -> np.ndarray:
+def mask_channel(channels: list[str]) -> int | None:
+    """The index of :data:`~pdeladder.solvers.family.MASK` in ``channels``, None without it."""
+    return channels.index(MASK) if MASK in channels else None
+
+
+def sample_moments(fields: np.ndarray, mask: int | None = None) -> np.ndarray:
     """``(C, 3)`` float64 ``(count, mean, M2)`` per channel of one ``(T, C, X, Y, Z)`` sample.
+
+    ``mask``: the index of the channel :data:`~pdeladder.solvers.family.MASK` in a sample
+    that has one; every other channel then counts only its points inside the domain (where the
+    mask is not 0), the mask itself all points (its mean is the domain's share of the box).
 
     One pass in float64, block by block (no float64 copy of the sample): sums of ``x - s`` and
     ``(x - s)**2`` with ``s`` the mean of the channel's first block, so that
@@ -31,20 +42,33 @@ def sample_moments(fields: np.ndarray) -> np.ndarray:
     frame = fields[0, 0].size
     rows = max(1, min(T, BLOCK_VALUES // max(frame, 1)))
     buf = np.empty(rows * frame)
+    inside = None if mask is None else fields[:, mask].reshape(T, frame) != 0
     out = np.empty((C, 3))
     for c in range(C):
         x = fields[:, c].reshape(T, frame)
-        shift = float(x[:rows].mean(dtype=np.float64))
-        total = squares = 0.0
-        for t in range(0, T, rows):
-            block = x[t : t + rows]
-            d = buf[: block.size]
-            np.subtract(block, shift, out=d.reshape(block.shape), dtype=np.float64)
-            total += float(d.sum())
-            squares += float(np.einsum("i,i->", d, d))  # not BLAS: no thread pool to wake
-        n = T * frame
-        out[c] = n, shift + total / n, max(squares - total * total / n, 0.0)
+        if inside is None or c == mask:
+            blocks = [x[t : t + rows] for t in range(0, T, rows)]
+        else:
+            kept = x[inside]  # (n,), the points inside
+            blocks = [kept[i : i + buf.size] for i in range(0, kept.size, buf.size)]
+        out[c] = _moments(blocks, buf)
     return out
+
+
+def _moments(blocks: list[np.ndarray], buf: np.ndarray) -> tuple[float, float, float]:
+    """``(count, mean, M2)`` of the values of ``blocks`` (each at most ``buf.size``), shifted
+    by the first block's mean (:func:`sample_moments`); zeros for no values."""
+    n = sum(block.size for block in blocks)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    shift = float(blocks[0].mean(dtype=np.float64))
+    total = squares = 0.0
+    for block in blocks:
+        d = buf[: block.size]
+        np.subtract(block, shift, out=d.reshape(block.shape), dtype=np.float64)
+        total += float(d.sum())
+        squares += float(np.einsum("i,i->", d, d))  # not BLAS: no thread pool to wake
+    return n, shift + total / n, max(squares - total * total / n, 0.0)
 
 
 def merge_moments(parts: np.ndarray) -> np.ndarray:

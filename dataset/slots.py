@@ -5,7 +5,10 @@ a curriculum, in order of first appearance: ``u``, ``v``, ``p``, ``a`` ...), so 
 families is one ``(B, C_slots, T, X, Y, Z)`` tensor with a ``(B, C_slots)`` mask. Parameters
 fill the first ``P_f`` of ``n_params`` slots in the family's order. Fields are normalised per
 (family, slot) with the store's statistics, parameters to ``[-1, 1]`` over the family's
-admissible range (log-scaled where it spans more than a decade).
+admissible range (log-scaled where it spans more than a decade). The channel
+:data:`~pdeladder.solvers.family.MASK` of a family whose domain is not its whole box is the one
+field left as it is (mean 0, std 1 in every layout): it reaches the model as 0/1, and it selects
+the points that losses, scores and statistics count (:meth:`SlotLayout.inside`).
 
 The layout is JSON (stored in every checkpoint), so a model is used with the exact normalisation
 it was trained with. :class:`Normaliser` applies its field statistics to batches: the loader's
@@ -20,7 +23,7 @@ import numpy as np
 import torch
 
 from pdeladder.errors import UserInputError
-from pdeladder.solvers.family import Family
+from pdeladder.solvers.family import MASK, Family
 from pdeladder.solvers.registry import get_family
 
 
@@ -88,6 +91,21 @@ class SlotLayout:
         return present, predicted
 
     @property
+    def mask_slot(self) -> int | None:
+        """The slot of the channel :data:`~pdeladder.solvers.family.MASK`, None where no
+        family of the layout has one."""
+        return self.slots.index(MASK) if MASK in self.slots else None
+
+    def inside(self, batch: dict[str, Any]) -> torch.Tensor | None:
+        """The domain of each sample of ``batch`` (one group's, on its device): its
+        :data:`~pdeladder.solvers.family.MASK` channel at snapshot 0, ``(B, 1, 1, X, Y, Z)``,
+        1 inside and 0 outside; None for a family whose domain is its whole box."""
+        s = self.mask_slot
+        if s is None or not bool(batch["present"][0, s]):
+            return None
+        return batch["fields"][:, s : s + 1, :1]
+
+    @property
     def in_channels(self) -> int:
         """Model input channels: initial state and mask per slot, then the parameter slots."""
         return 2 * len(self.slots) + self.n_params
@@ -97,12 +115,14 @@ class SlotLayout:
     def set_normalisation(self, channels: dict[str, dict[str, tuple[float, float]]]) -> None:
         """Record ``{family: {channel: (mean, std)}}`` (physical units; the store's, from
         :func:`pdeladder.dataset.moments.family_normalisation`) for the families of this
-        layout; a std of 0 is recorded as 1."""
+        layout; a std of 0 is recorded as 1, the mask's as 0 and 1 (left as it is)."""
         for name, by_channel in channels.items():
             if name not in self.normalisation:
                 continue
             entry = self.normalisation[name]
             for channel, (mean, std) in by_channel.items():
+                if channel == MASK:
+                    continue  # the unit statistics of :meth:`for_families`
                 s = self.slots.index(channel)
                 entry["mean"][s] = float(mean)
                 entry["std"][s] = float(std) if std > 0 else 1.0

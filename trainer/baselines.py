@@ -32,13 +32,18 @@ def mean_field(
     batch_size: int = 8,
 ) -> torch.Tensor:
     """Mean over samples ``indices`` of ``data``'s group ``path``, ``(C, T, X, Y, Z)``
-    physical, in channel slots; read batch by batch (float64 sum)."""
-    total = None
+    physical, in channel slots; read batch by batch (float64 sum). In a domain that is not its
+    whole box, each point's mean is over the samples it is inside of (0 where there are none)."""
+    total = count = None
     for start in range(0, len(indices), batch_size):
-        fields = processor.fields(data.load(path, indices[start : start + batch_size]))
+        batch = data.load(path, indices[start : start + batch_size])
+        fields, inside = processor.fields(batch), processor.inside(batch)
         part = fields.sum(0, dtype=torch.float64)
         total = part if total is None else total + part
-    return (total / len(indices)).float()
+        if inside is not None:  # (1, 1, X, Y, Z): the samples inside, at each point
+            inside = (inside != 0).sum(0, dtype=torch.float64)
+            count = inside if count is None else count + inside
+    return (total / (len(indices) if count is None else count.clamp_min(1.0))).float()
 
 
 def baseline_prediction(truth: torch.Tensor, mean: torch.Tensor | None) -> torch.Tensor:

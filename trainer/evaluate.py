@@ -108,13 +108,16 @@ def group_report(
 ) -> dict[str, Any]:
     """Metrics of one batch: ``pred``, ``truth`` (the batch's fields) and ``baseline`` are
     ``(B, C, T, X, Y, Z)`` physical; ``conventions``: the other metric conventions to add
-    (:data:`~pdeladder.trainer.metrics.CONVENTIONS`)."""
+    (:data:`~pdeladder.trainer.metrics.CONVENTIONS`). Every score counts the points inside the
+    samples' domain (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`) only."""
     grid = batch["grid"]
     slots = [i for i, p in enumerate(batch["predicted"][0].tolist()) if p]
+    inside = layout.inside(batch)  # (B, 1, 1, X, Y, Z) or None
+    one = None if inside is None else inside[:, 0]  # (B, 1, X, Y, Z), beside one channel
     _, residual = sample_scores(pred, truth, batch, layout)
     _, truth_residual = sample_scores(truth, truth, batch, layout)
     scores = {
-        who: channel_nrmse(p, truth, batch["predicted"])
+        who: channel_nrmse(p, truth, batch["predicted"], inside)
         for who, p in (("model", pred), ("baseline", baseline))
     }  # (B, C) each
     per_channel = {
@@ -124,13 +127,14 @@ def group_report(
     for s in slots:
         p, t = pred[:, s], truth[:, s]  # (B, T, X, Y, Z)
         name = layout.slots[s]
-        bands[name] = dict(zip(("low", "mid", "high"), band_rmse(p - t, grid.dim), strict=True))
-        conservation[name] = conservation_error(p, t)
-        boundary[name] = boundary_error(p, t, grid.dim)
+        rmse = band_rmse(p - t, grid.dim, one)
+        bands[name] = dict(zip(("low", "mid", "high"), rmse, strict=True))
+        conservation[name] = conservation_error(p, t, one)
+        boundary[name] = boundary_error(p, t, grid.dim, one)
     group = {who: float(e[:, slots].mean()) for who, e in scores.items()}
     names = [layout.slots[s] for s in slots]
     others = {
-        who: convention_scores(p, truth, slots, names, grid.dim, conventions)
+        who: convention_scores(p, truth, slots, names, grid.dim, conventions, inside)
         for who, p in (("model", pred), ("baseline", baseline))
     }
     extra = {c: {who: others[who][c] for who in others} for c in conventions}

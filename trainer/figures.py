@@ -55,7 +55,8 @@ def rollout_figure(
     title: str,
 ) -> Figure:
     """Prediction, truth and error of one sample, ``pred`` and ``truth`` ``(C, T, X, Y, Z)``
-    physical (the predicted ``channels`` only), at the :func:`shown_times`.
+    physical (the predicted ``channels`` only; NaN outside a domain that is not the whole box,
+    drawn blank, so that its outline shows), at the :func:`shown_times`.
 
     2D/3D (3D: the ``z = 0.5`` plane): per channel three rows (prediction, truth, error) and
     one column per time; prediction and truth on one colour scale (their joint range over the
@@ -67,9 +68,9 @@ def rollout_figure(
         axes = fig.subplots(len(channels), len(times) + 1, squeeze=False)
         for c, chan in enumerate(channels):
             p, u = pred[c, times, :, 0, 0], truth[c, times, :, 0, 0]  # (times, X)
-            lo, hi = min(p.min(), u.min()), max(p.max(), u.max())
+            lo, hi = min(np.nanmin(p), np.nanmin(u)), max(np.nanmax(p), np.nanmax(u))
             pad = 0.05 * (hi - lo) + 1e-12
-            worst = float(np.abs(p - u).max()) + 1e-12
+            worst = float(np.nanmax(np.abs(p - u))) + 1e-12
             for j, k in enumerate(times):
                 ax = axes[c, j]
                 ax.plot(x, u[j], "-", color="k", label="truth")
@@ -96,8 +97,8 @@ def rollout_figure(
     axes = fig.subplots(3 * len(channels), len(times), squeeze=False, sharex=True, sharey=True)
     for c, chan in enumerate(channels):
         p, u = pred[c, times, :, :, z], truth[c, times, :, :, z]  # (times, X, Y)
-        lo, hi = float(min(p.min(), u.min())), float(max(p.max(), u.max()))
-        worst = float(np.abs(p - u).max()) or 1e-12
+        lo, hi = float(min(np.nanmin(p), np.nanmin(u))), float(max(np.nanmax(p), np.nanmax(u)))
+        worst = float(np.nanmax(np.abs(p - u))) or 1e-12
         rows = axes[3 * c : 3 * c + 3]
         for j, k in enumerate(times):
             for row, (kind, plane) in enumerate((("prediction", p[j]), ("truth", u[j]))):
@@ -123,14 +124,20 @@ def plot_group(
     file: Path,
 ) -> None:
     """The :func:`rollout_figure` of the batch's first sample (``pred``, ``truth``:
-    ``(B, C, T, X, Y, Z)`` physical, in ``layout``'s slots) into the PNG ``file``."""
+    ``(B, C, T, X, Y, Z)`` physical, in ``layout``'s slots) into the PNG ``file``; the points
+    outside its domain (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`) drawn blank."""
     grid = batch["grid"]
     family = get_family(layout.families[int(batch["family"][0])])
     by_name = {c.name: c for c in family.channels_for(grid.dim)}
     slots = np.flatnonzero(batch["predicted"][0].numpy())
     channels = [by_name[layout.slots[s]] for s in slots]
     title = f"{path}, sample {int(batch['index'][0])}"
-    fig = rollout_figure(pred[0, slots].numpy(), truth[0, slots].numpy(), grid, channels, title)
+    p, u = pred[0, slots].numpy(), truth[0, slots].numpy()  # (C, T, X, Y, Z)
+    inside = layout.inside(batch)
+    if inside is not None:
+        outside = inside[0].numpy() == 0  # (1, 1, X, Y, Z)
+        p, u = np.where(outside, np.nan, p), np.where(outside, np.nan, u)
+    fig = rollout_figure(p, u, grid, channels, title)
     fig.savefig(file, dpi=90)
 
 

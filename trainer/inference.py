@@ -82,11 +82,13 @@ def refined(
     (``curve``, from 0)."""
     errors = torch.zeros(steps + 1, *pred.shape[:2], dtype=torch.float64)  # (steps + 1, B, C)
 
+    inside = layout.inside(batch)
+
     def observe(name: str, rows: torch.Tensor, k: int, fields: torch.Tensor) -> None:
         slots = layout.slot_indices(get_family(name), batch["grid"].dim)
         mask = batch["predicted"][rows][:, slots]
         errors[k, rows[:, None], slots] = channel_nrmse(
-            fields.float(), truth[rows][:, slots], mask
+            fields.float(), truth[rows][:, slots], mask, None if inside is None else inside[rows]
         ).double()
 
     started = time.perf_counter()

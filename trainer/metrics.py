@@ -54,6 +54,18 @@ evaluate``'s report):
 (drift of the spatial mean, prediction against truth) and :func:`boundary_error` (error on the
 walls over the field's RMS). :data:`CONVENTIONS` names the sets ``evaluate --metrics`` adds and
 :func:`convention_scores` computes them.
+
+**A domain that is not its whole box** (a family with the channel
+:data:`~pdeladder.solvers.family.MASK`): every score takes it as ``inside``, 1 at the domain's
+grid points and 0 outside (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`,
+``(B, 1, 1, X, Y, Z)`` beside the six-axis fields, ``(B, 1, X, Y, Z)`` beside one channel's),
+and counts the points inside only: its means, sums, standard deviations and the box walls'
+points are those inside, and values outside change nothing. The Fourier scores
+(:func:`band_rmse`, :func:`pdebench_frmse`) are of the error set to 0 outside (the transform
+of a field on the box): :func:`band_rmse`'s bands still add up, in squares, to the mean squared
+error inside; :func:`pdebench_frmse` keeps PDEBench's division by the box's grid points. The
+obstacles' surfaces are not walls of the box: :func:`boundary_error` and
+:func:`pdebench_brmse` score only the box's walls.
 """
 
 import itertools
@@ -81,30 +93,52 @@ CONVENTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _outside_zero(f: torch.Tensor, inside: torch.Tensor | None) -> torch.Tensor:
+    """``f`` with 0 at the points outside the domain ``inside`` (``f`` where it is None)."""
+    return f if inside is None else torch.where(inside != 0, f, 0.0)
+
+
+def _space_mean(f: torch.Tensor, inside: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``f`` over its last three (space) axes, over the points ``inside`` only."""
+    if inside is None:
+        return f.mean(SPACE)
+    count = (inside != 0).sum(SPACE).to(f.dtype).clamp_min(1.0)
+    return _outside_zero(f, inside).sum(SPACE) / count
+
+
 def nrmse(
     pred: torch.Tensor,
     target: torch.Tensor,
     *,
+    inside: torch.Tensor | None = None,
     slab: Slab | None = None,
     domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """pdeladder's nRMSE ``(B, C)``: the trapezoid-weighted relative L2 error over space-time
-    (module docstring); on a ``slab`` of a sample split over ``domain``, as
-    :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
-    return relative_errors(pred, target, slab=slab, domain=domain)
+    (module docstring), over the points ``inside``; on a ``slab`` of a sample split over
+    ``domain``, as :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
+    return relative_errors(pred, target, inside=inside, slab=slab, domain=domain)
 
 
-def channel_nrmse(pred: torch.Tensor, truth: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+def channel_nrmse(
+    pred: torch.Tensor,
+    truth: torch.Tensor,
+    predicted: torch.Tensor,
+    inside: torch.Tensor | None = None,
+) -> torch.Tensor:
     """:func:`nrmse` ``(B, C)`` of ``pred`` against ``truth`` (``(B, C, T, X, Y, Z)``,
-    physical), 0 where ``predicted`` ``(B, C)`` is false. A group's nRMSE is its mean over
-    samples and predicted channels, for the model and the baseline alike (as the trainer's
-    held-out score)."""
-    return nrmse(pred, truth) * predicted.to(pred.dtype)
+    physical) over the points ``inside``, 0 where ``predicted`` ``(B, C)`` is false. A group's
+    nRMSE is its mean over samples and predicted channels, for the model and the baseline
+    alike (as the trainer's held-out score)."""
+    return nrmse(pred, truth, inside=inside) * predicted.to(pred.dtype)
 
 
-def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
+def band_rmse(err: torch.Tensor, dim: int, inside: torch.Tensor | None = None) -> list[float]:
     """RMSE of ``err`` ``(B, T, X, Y, Z)`` in three radial wavenumber bands of the space axes
-    (low / mid / high: thirds of ``[0, max |k|]``)."""
+    (low / mid / high: thirds of ``[0, max |k|]``); with ``inside`` ``(B, 1, X, Y, Z)``, of
+    ``err`` set to 0 outside, per point inside (the bands' squares add up to the mean squared
+    error inside)."""
+    err = _outside_zero(err, inside)
     spec = torch.fft.fftn(err, dim=tuple(range(2, 2 + dim)), norm="ortho").abs().square()
     k = torch.stack(
         torch.meshgrid(*[torch.fft.fftfreq(n) * n for n in err.shape[2 : 2 + dim]], indexing="ij")
@@ -112,20 +146,27 @@ def band_rmse(err: torch.Tensor, dim: int) -> list[float]:
     radius = k.square().sum(0).sqrt()
     radius = radius.reshape(*radius.shape, *([1] * (3 - dim)))
     edges = torch.linspace(0, float(radius.max()) + 1e-9, 4)
-    n = err[0, 0].numel()
+    if inside is None:
+        points = err.shape[0] * err.shape[1] * err[0, 0].numel()
+    else:
+        points = err.shape[1] * int((inside != 0).sum())
     return [
-        float((spec * ((radius >= lo) & (radius < hi))).sum() / (err.shape[0] * err.shape[1] * n))
-        ** 0.5
+        float((spec * ((radius >= lo) & (radius < hi))).sum() / points) ** 0.5
         for lo, hi in itertools.pairwise(edges.tolist())
     ]
 
 
-def conservation_error(pred: torch.Tensor, truth: torch.Tensor) -> float:
+def conservation_error(
+    pred: torch.Tensor, truth: torch.Tensor, inside: torch.Tensor | None = None
+) -> float:
     """Largest change of the spatial mean since snapshot 0, prediction against truth
-    (``(B, T, X, Y, Z)``, one channel), relative to the truth's standard deviation."""
-    drift_p = pred.mean((2, 3, 4)) - pred.mean((2, 3, 4))[:, :1]
-    drift_t = truth.mean((2, 3, 4)) - truth.mean((2, 3, 4))[:, :1]
-    return float((drift_p - drift_t).abs().max() / truth.std().clamp_min(1e-20))
+    (``(B, T, X, Y, Z)``, one channel), relative to the truth's standard deviation; means and
+    deviation over the points ``inside`` ``(B, 1, X, Y, Z)``."""
+    mean_p, mean_t = _space_mean(pred, inside), _space_mean(truth, inside)  # (B, T)
+    drift_p = mean_p - mean_p[:, :1]
+    drift_t = mean_t - mean_t[:, :1]
+    spread = truth.std() if inside is None else truth[(inside != 0).expand_as(truth)].std()
+    return float((drift_p - drift_t).abs().max() / spread.clamp_min(1e-20))
 
 
 def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
@@ -139,14 +180,21 @@ def boundary_mask(shape: tuple[int, int, int], dim: int) -> torch.Tensor:
     return m
 
 
-def boundary_error(pred: torch.Tensor, truth: torch.Tensor, dim: int) -> float:
+def boundary_error(
+    pred: torch.Tensor, truth: torch.Tensor, dim: int, inside: torch.Tensor | None = None
+) -> float:
     """RMS of ``pred - truth`` (``(B, T, X, Y, Z)``, one channel) on the walls, relative to the
     RMS of ``truth`` over the whole grid: how far the prediction misses the boundary values, on
     the field's scale (on a Dirichlet wall the truth is 0, so a ratio to its values there would
-    be undefined)."""
+    be undefined). With ``inside`` ``(B, 1, X, Y, Z)``: the walls' points inside and the RMS
+    over the points inside."""
     walls = boundary_mask(truth.shape[2:], dim)
-    miss = (pred - truth)[..., walls].square().mean()
-    return float((miss / truth.square().mean().clamp_min(1e-20)).sqrt())
+    if inside is None:
+        miss = (pred - truth)[..., walls].square().mean()
+        return float((miss / truth.square().mean().clamp_min(1e-20)).sqrt())
+    counted = (inside != 0).expand_as(truth)
+    miss = (pred - truth)[counted & walls].square().mean()
+    return float((miss / truth[counted].square().mean().clamp_min(1e-20)).sqrt())
 
 
 def scored_steps(fields: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
@@ -155,41 +203,64 @@ def scored_steps(fields: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
     return fields[:, :, initial_step:] if fields.shape[2] > initial_step else fields
 
 
-def _pair(pred: torch.Tensor, target: torch.Tensor, initial_step: int):
+def _pair(pred: torch.Tensor, target: torch.Tensor, initial_step: int, inside=None):
+    """The scored steps of ``pred`` and ``target`` in float64, each set to 0 outside the
+    domain ``inside`` (where given)."""
     if pred.shape != target.shape or pred.ndim != 6:
         raise ValueError(
             f"pred {tuple(pred.shape)} and target {tuple(target.shape)}: want equal "
             "(B, C, T, X, Y, Z)"
         )
-    return (scored_steps(pred.double(), initial_step), scored_steps(target.double(), initial_step))
+    p, u = (_outside_zero(scored_steps(f.double(), initial_step), inside) for f in (pred, target))
+    return p, u
 
 
-def pdebench_rmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+def pdebench_rmse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    initial_step: int = 1,
+    inside: torch.Tensor | None = None,
+) -> torch.Tensor:
     """PDEBench's RMSE ``(B, C)``: spatial RMS of the error per time step, mean over time."""
-    p, u = _pair(pred, target, initial_step)
-    return (p - u).square().mean(SPACE).sqrt().mean(-1)
+    p, u = _pair(pred, target, initial_step, inside)
+    return _space_mean((p - u).square(), inside).sqrt().mean(-1)
 
 
-def pdebench_nrmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+def pdebench_nrmse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    initial_step: int = 1,
+    inside: torch.Tensor | None = None,
+) -> torch.Tensor:
     """PDEBench's nRMSE ``(B, C)``: spatial RMS of the error over the spatial RMS of the truth
     per time step (no epsilon, as PDEBench), mean over the scored time steps."""
-    p, u = _pair(pred, target, initial_step)
-    return ((p - u).square().mean(SPACE).sqrt() / u.square().mean(SPACE).sqrt()).mean(-1)
+    p, u = _pair(pred, target, initial_step, inside)
+    rms_e, rms_u = (_space_mean(f.square(), inside).sqrt() for f in (p - u, u))
+    return (rms_e / rms_u).mean(-1)
 
 
-def pdebench_crmse(pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1) -> torch.Tensor:
+def pdebench_crmse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    initial_step: int = 1,
+    inside: torch.Tensor | None = None,
+) -> torch.Tensor:
     """PDEBench's cRMSE ``(C,)``: RMS over samples of the spatial means' difference, mean over
     time (a score of the set of samples)."""
-    p, u = _pair(pred, target, initial_step)
-    return (p.mean(SPACE) - u.mean(SPACE)).square().mean(0).sqrt().mean(-1)
+    p, u = _pair(pred, target, initial_step, inside)
+    return (_space_mean(p, inside) - _space_mean(u, inside)).square().mean(0).sqrt().mean(-1)
 
 
 def pdebench_brmse(
-    pred: torch.Tensor, target: torch.Tensor, dim: int, initial_step: int = 1
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    dim: int,
+    initial_step: int = 1,
+    inside: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """PDEBench's bRMSE ``(B, C)``: RMS of the error over the points of the ``2 dim`` boundary
-    faces (each face with all its points), mean over time."""
-    p, u = _pair(pred, target, initial_step)
+    faces (each face with all its points; those inside, with ``inside``), mean over time."""
+    p, u = _pair(pred, target, initial_step, inside)
     sq = (p - u).square()
     total, count = torch.zeros(sq.shape[:3], dtype=sq.dtype), 0
     for a in range(dim):
@@ -197,7 +268,12 @@ def pdebench_brmse(
         for end in (0, sq.shape[axis] - 1):
             face = sq.select(axis, end)
             total = total + face.sum((-2, -1))
-            count += face[0, 0, 0].numel()
+            if inside is None:
+                count += face[0, 0, 0].numel()
+            else:  # (B, 1, 1): the face's points inside, per sample
+                count = count + (inside.select(axis, end) != 0).sum((-2, -1)).to(sq.dtype)
+    if inside is not None:
+        count = count.clamp_min(1.0)
     return (total / count).sqrt().mean(-1)
 
 
@@ -207,10 +283,12 @@ def pdebench_frmse(
     dim: int,
     initial_step: int = 1,
     bands: tuple[int, int] = PDEBENCH_BANDS,
+    inside: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """PDEBench's fRMSE ``(C, 3)``: low / mid / high Fourier bands (module docstring) of the set
-    of samples, mean over time; NaN for a band without modes."""
-    p, u = _pair(pred, target, initial_step)
+    of samples, mean over time; NaN for a band without modes. With ``inside``: of the error
+    set to 0 outside, still divided by the box's grid points."""
+    p, u = _pair(pred, target, initial_step, inside)
     e = p - u  # (B, C, T, X, Y, Z)
     n = e.shape[3 : 3 + dim]
     space = tuple(range(3, 3 + dim))
@@ -240,26 +318,41 @@ def pdebench_frmse(
 
 
 def well_vrmse(
-    pred: torch.Tensor, target: torch.Tensor, initial_step: int = 1, eps: float = WELL_EPS
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    initial_step: int = 1,
+    eps: float = WELL_EPS,
+    inside: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The Well's VRMSE ``(B, C, T')``: ``sqrt(mean_x (p - u)² / (std_x(u)² + eps))`` per sample,
     channel and scored time step (``std`` unbiased, as torch's and The Well's)."""
-    p, u = _pair(pred, target, initial_step)
-    var = u.flatten(3).std(-1).square()
-    return ((p - u).square().mean(SPACE) / (var + eps)).sqrt()
+    p, u = _pair(pred, target, initial_step, inside)
+    if inside is None:
+        var = u.flatten(3).std(-1).square()
+    else:
+        n = (inside != 0).sum(SPACE).to(u.dtype)  # (B, 1, 1)
+        dev = _outside_zero(u - _space_mean(u, inside)[..., None, None, None], inside)
+        var = dev.square().sum(SPACE) / (n - 1).clamp_min(1.0)
+    return (_space_mean((p - u).square(), inside) / (var + eps)).sqrt()
 
 
 def pdebench_scores(
-    pred: torch.Tensor, target: torch.Tensor, dim: int, initial_step: int = 1
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    dim: int,
+    initial_step: int = 1,
+    inside: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """Every PDEBench metric of a set of samples, per channel: ``rmse``, ``nrmse``, ``crmse``,
-    ``brmse`` ``(C,)`` (means over samples) and ``frmse`` ``(C, 3)``."""
+    ``brmse`` ``(C,)`` (means over samples) and ``frmse`` ``(C, 3)``; over the points
+    ``inside`` (module docstring)."""
+    on = {"initial_step": initial_step, "inside": inside}
     return {
-        "rmse": pdebench_rmse(pred, target, initial_step).mean(0),
-        "nrmse": pdebench_nrmse(pred, target, initial_step).mean(0),
-        "crmse": pdebench_crmse(pred, target, initial_step),
-        "brmse": pdebench_brmse(pred, target, dim, initial_step).mean(0),
-        "frmse": pdebench_frmse(pred, target, dim, initial_step),
+        "rmse": pdebench_rmse(pred, target, **on).mean(0),
+        "nrmse": pdebench_nrmse(pred, target, **on).mean(0),
+        "crmse": pdebench_crmse(pred, target, **on),
+        "brmse": pdebench_brmse(pred, target, dim, **on).mean(0),
+        "frmse": pdebench_frmse(pred, target, dim, **on),
     }
 
 
@@ -275,14 +368,15 @@ def convention_scores(
     names: list[str],
     dim: int,
     conventions: tuple[str, ...],
+    inside: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """PDEBench's and The Well's scores per channel of ``pred`` against ``truth``
     (``(B, C, T, X, Y, Z)``, physical), for the ``conventions`` asked for (sections of
-    :data:`CONVENTIONS`), channel ``slots`` named ``names``."""
+    :data:`CONVENTIONS`), channel ``slots`` named ``names``, over the points ``inside``."""
     out: dict[str, Any] = {}
     p, t = pred[:, slots], truth[:, slots]
     if "pdebench" in conventions:
-        s = pdebench_scores(p, t, dim)
+        s = pdebench_scores(p, t, dim, inside=inside)
         out["pdebench"] = {
             name: {
                 **{k: _finite(float(s[k][i])) for k in ("nrmse", "rmse", "crmse", "brmse")},
@@ -293,6 +387,6 @@ def convention_scores(
             for i, name in enumerate(names)
         }
     if "well" in conventions:
-        v = well_vrmse(p, t).mean((0, 2))
+        v = well_vrmse(p, t, inside=inside).mean((0, 2))
         out["well"] = {name: {"vrmse": _finite(float(v[i]))} for i, name in enumerate(names)}
     return out

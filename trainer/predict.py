@@ -7,7 +7,8 @@ initial state, its input-role channels (a permeability, a velocity field) and it
 Those inputs are copied, not predicted: input-role channels at every snapshot and, for
 time-dependent groups, snapshot 0; every other value is the model's. Parameters, seeds and
 coordinates are the source's; each sample's provenance names the checkpoint and the source
-sample. A failed source sample is recorded as failed (with its reason), a missing one stays
+sample. Outside a domain that is not its whole box (a family with the channel
+:data:`~pdeladder.solvers.family.MASK`) every value is 0, as in the solver's data. A failed source sample is recorded as failed (with its reason), a missing one stays
 missing. The store's own writer writes every sample (status ok after its data), so the result
 is read by xarray, ``store plot``, ``store verify`` and ``evaluate`` like solver data.
 
@@ -45,7 +46,8 @@ from pdeladder.network import local_gloo_env
 from pdeladder.outputs import make_output
 from pdeladder.processes import tied
 from pdeladder.slabs import DomainTiling, Slab, slab_chunk, slabs
-from pdeladder.solvers.family import Sample, SolveStats
+from pdeladder.solvers.family import Family, Sample, SolveStats
+from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.parallelize import split_samples
@@ -181,13 +183,7 @@ def predict_into(
             k: {"steps": refine, "residual": [float(curve[k, 0]), float(curve[k, -1])]}
             for k in range(len(indices))
         }
-    pred = pred[:, slots]  # (B, C_f, T, X, Y, Z)
-    copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
-    copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
-    if grid.snapshots > 1:
-        copied[:, 0] = True  # the initial condition too
-    copied = copied[..., None, None, None].to(pred.device)
-    kept = torch.where(copied, given[:, slots], pred)
+    kept = written(pred[:, slots], given[:, slots], family, grid, processor.inside(batch))
     out = kept.movedim(1, 2).cpu().numpy()  # (B, T, C_f, X, Y, Z), the store's order
     share = (time.perf_counter() - start) / len(indices)
     if slab is not None:
@@ -216,6 +212,27 @@ def predict_into(
             target.write(int(i), sample)
         else:
             target.commit(int(i), sample)
+
+
+def written(
+    pred: torch.Tensor,
+    given: torch.Tensor,
+    family: Family,
+    grid: Grid,
+    inside: torch.Tensor | None,
+) -> torch.Tensor:
+    """What a prediction store holds of a batch, ``(B, C_f, T, X, Y, Z)`` in ``family``'s
+    channels: the ``given`` values of its inputs (input-role channels, and snapshot 0 of a time
+    series), the prediction ``pred`` elsewhere, and 0 outside the domain ``inside``
+    ``(B, 1, 1, X, Y, Z)`` (where given), as in the solver's data."""
+    copied = torch.zeros(pred.shape[1:3], dtype=torch.bool)  # (C_f, T): given, not predicted
+    copied[[c.role == "input" for c in family.channels_for(grid.dim)]] = True  # the inputs
+    if grid.snapshots > 1:
+        copied[:, 0] = True  # the initial condition too
+    copied = copied[..., None, None, None].to(pred.device)
+    if inside is not None:
+        pred = torch.where(inside != 0, pred, 0.0)
+    return torch.where(copied, given, pred)
 
 
 def unpredicted(target: Group, indices: np.ndarray, checksums: np.ndarray) -> np.ndarray:

@@ -46,6 +46,14 @@ class DataProcessor:
         """The batch's physical fields ``(B, C, T, X, Y, Z)`` on the device."""
         return batch["fields"].to(self.device, non_blocking=True)
 
+    def inside(self, batch: dict[str, Any]) -> torch.Tensor | None:
+        """The batch's domain ``(B, 1, 1, X, Y, Z)`` on the device, 1 inside and 0 outside, or
+        None for a family whose domain is its whole box
+        (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`): what the losses and scores take
+        as ``inside``."""
+        inside = self.layout.inside(batch)
+        return None if inside is None else inside.to(self.device, non_blocking=True)
+
     def normalised(self, batch: dict[str, Any]) -> torch.Tensor:
         """The batch's fields normalised, ``(B, C, T, X, Y, Z)`` (0 where absent): the loader's
         ``normalised`` where its threads made it (``StoreDataset(normalise=True)``, with the

@@ -14,7 +14,7 @@ from .conftest import run_ranks
 
 RANK = r"""
 from mpi4py import MPI  # noqa: F401  (before DOLFINx)
-import json, sys
+import itertools, json, sys
 import numpy as np, torch, torch.distributed as dist
 from pdeladder.solvers.registry import family_names, get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup
@@ -96,17 +96,24 @@ def check_data(name, domain, shape):
     pred, target = torch.randn(2, 3, *shape, generator=g), torch.randn(2, 3, *shape, generator=g)
     mask = torch.tensor([[True, True, False], [True, False, True]])
     slab = domain.slab(shape)
-    for h1 in (False, True):
+    # a domain of random points of the box (B, 1, 1, X, Y, Z), and this rank's x range of it
+    domain_points = (torch.rand(2, 1, 1, *shape[1:], generator=g) > 0.3).float()
+    mine = domain_points.narrow(3, slab.lo[1], slab.hi[1] - slab.lo[1])
+    for h1, (tag, inside, local_inside) in itertools.product(
+        (False, True), (("", None, None), (" inside", domain_points, mine))
+    ):
         whole = pred.clone().requires_grad_(True)
-        ref = relative_loss(whole, target, mask, h1=h1)
+        ref = relative_loss(whole, target, mask, h1=h1, inside=inside)
         (ref_grad,) = torch.autograd.grad(ref, whole)
         local = box(pred, slab, 2, 3).requires_grad_(True)
-        loss = relative_loss(local, box(target, slab, 2, 3), mask, h1=h1, slab=slab, domain=domain)
+        loss = relative_loss(local, box(target, slab, 2, 3), mask, h1=h1, inside=local_inside,
+                             slab=slab, domain=domain)
         (grad,) = torch.autograd.grad(loss, local)
-        kind = "h1" if h1 else "l2"
+        kind = ("h1" if h1 else "l2") + tag
         results[f"{kind} errors {name}"] = rel(
-            relative_errors(local, box(target, slab, 2, 3), h1, slab=slab, domain=domain),
-            relative_errors(pred, target, h1))
+            relative_errors(local, box(target, slab, 2, 3), h1, inside=local_inside, slab=slab,
+                            domain=domain),
+            relative_errors(pred, target, h1, inside=inside))
         results[f"{kind} loss {name}"] = rel(loss, ref)
         results[f"{kind} grad {name}"] = rel(grad, box(ref_grad, slab, 2, 3))
 

@@ -219,8 +219,9 @@ def step_losses(
     x, family = processor.inputs(batch)
     pred = model(x, family, slab).float()
     on = {"slab": slab, "domain": domain}
+    inside = processor.inside(batch)
     data_loss = relative_loss(
-        pred, processor.normalised(batch), batch["predicted"], h1=weights.h1, **on
+        pred, processor.normalised(batch), batch["predicted"], h1=weights.h1, inside=inside, **on
     )
     if unsolved is None:
         eq_loss, per_family = None, {}
@@ -242,8 +243,9 @@ def step_losses(
     )
     if self_improvement.refine_steps:  # the draws' targets (where a draw has one)
         has = unsolved["target"][:, None] & unsolved["predicted"]
+        uinside = processor.inside(unsolved)
         target_loss = relative_loss(
-            unorm, processor.normalised(unsolved), has, slab=uslab, domain=domain
+            unorm, processor.normalised(unsolved), has, inside=uinside, slab=uslab, domain=domain
         )
         loss = loss + self_improvement.target_weight * target_loss
     return loss, data_loss, eq_loss, per_family, x

@@ -32,8 +32,10 @@ def sample_scores(
     """Per-sample nRMSE (mean over predicted channels) and relative residual, ``(B,)`` each,
     of the prediction ``(B, C, T, X, Y, Z)`` against the batch's physical fields ``truth``
     (the same shape, :meth:`DataProcessor.fields`) on ``slab`` (see the module docstring;
-    ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`)."""
-    rel = nrmse(pred, truth, slab=slab, domain=domain)  # (B, C)
+    ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`); the nRMSE over the
+    points inside the samples' domain (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`)."""
+    inside = layout.inside(batch)
+    rel = nrmse(pred, truth, inside=inside, slab=slab, domain=domain)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
     scores = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
     residual = torch.zeros_like(scores)
