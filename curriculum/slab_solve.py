@@ -92,7 +92,7 @@ def job(
     out_spec = {
         "family": family,
         "out": out,
-        "grid": [grid.dim, grid.resolution, grid.snapshots, grid.t_end],
+        "grid": [grid.dim, grid.resolution, grid.snapshots, grid.t_end, list(grid.lengths)],
         "params": params,
         "seed": seed,
         "stage": stage,
@@ -212,7 +212,7 @@ def main(argv: list[str]) -> int:
             index = group.append(Sample(fam.name, None, grid, params, spec["seed"], stats))
         group.discard(index)
     index, slabs = comm.bcast((index, slabs), root=0)
-    slab_grid = SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)
+    slab_grid = SlabGrid.of(grid, slabs)
     cpu = time.process_time()
     fields, stats, provenance = solve_slab(fam, params, slab_grid, spec["seed"], comm)
     cpu = time.process_time() - cpu  # this rank's CPU seconds in the solve

@@ -1,4 +1,4 @@
-"""The pdeladder store format, version 7, as data.
+"""The pdeladder store format, version 8, as data.
 
 The store (:mod:`pdeladder.dataset.store`) creates a group with the attributes of
 :func:`group_metadata` and exactly the arrays :func:`array_specs` lists, and the verifier
@@ -31,7 +31,7 @@ FORMAT_NAME = "pdeladder"
 #: The one version this code reads and writes. A store or group of any other is refused
 #: (:func:`check_version`): no store of an older version exists outside pdeladder's own history,
 #: so none is read or converted (``docs/format.md``, Versions).
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: How a store of an older version is replaced: regenerated from its curriculum.
 REGENERATE = "pdeladder curriculum materialize"
 
@@ -87,6 +87,7 @@ GROUP_ATTRS: dict[str, type | tuple[type, ...]] = {
     "resolution": int,
     "snapshots": int,
     "t_end": (int, float),
+    "lengths": list,
     "channels": list,
     "parameters": list,
     "n_samples": (int, type(None)),
@@ -314,6 +315,7 @@ def group_metadata(
         "resolution": grid.resolution,
         "snapshots": grid.snapshots,
         "t_end": grid.t_end,
+        "lengths": list(grid.lengths),
         "channels": [
             {"name": c.name, "long_name": c.long_name, "units": c.units, "role": c.role}
             for c in channels
@@ -383,7 +385,7 @@ def attr_problems(attrs: Mapping[str, Any]) -> Iterator[str]:
     try:
         g = GroupMeta.grid_of(attrs)
     except UserInputError as err:
-        yield f"attributes dim, resolution, snapshots, t_end: {err}"
+        yield f"attributes dim, resolution, snapshots, t_end, lengths: {err}"
         return
     for name, most in {"chunk_time": g.snapshots, "chunk_x": g.shape[0]}.items():
         value = attrs.get(name)
@@ -475,7 +477,13 @@ class GroupMeta:
     @staticmethod
     def grid_of(attrs: Mapping[str, Any]) -> Grid:
         """The :class:`Grid` that a group's attributes describe."""
-        return Grid(attrs["dim"], attrs["resolution"], attrs["snapshots"], float(attrs["t_end"]))
+        return Grid(
+            attrs["dim"],
+            attrs["resolution"],
+            attrs["snapshots"],
+            float(attrs["t_end"]),
+            tuple(attrs["lengths"]),
+        )
 
     @property
     def channel_names(self) -> list[str]:
@@ -501,9 +509,9 @@ def array_specs(meta: dict[str, Any], n: int) -> list[ArraySpec]:
     chan_units = [c["units"] for c in meta["channels"]]
     coords = [
         ArraySpec("t", (T,), ("t",), "float64", (T,), {"long_name": "time", "units": "1"}),
-        ArraySpec("x", (X,), ("x",), "float64", (X,), {"long_name": "x coordinate", "units": "1"}),
-        ArraySpec("y", (Y,), ("y",), "float64", (Y,), {"long_name": "y coordinate", "units": "1"}),
-        ArraySpec("z", (Z,), ("z",), "float64", (Z,), {"long_name": "z coordinate", "units": "1"}),
+        ArraySpec("x", (X,), ("x",), "float64", (X,), {"long_name": "x coordinate", "units": "m"}),
+        ArraySpec("y", (Y,), ("y",), "float64", (Y,), {"long_name": "y coordinate", "units": "m"}),
+        ArraySpec("z", (Z,), ("z",), "float64", (Z,), {"long_name": "z coordinate", "units": "m"}),
         ArraySpec("channel", (C,), ("channel",), "str", (C,), {"long_name": "channel name"}, ""),
         ArraySpec(
             "parameter", (P,), ("parameter",), "str", (P,), {"long_name": "parameter name"}, ""
@@ -602,11 +610,10 @@ def _block_digests(n: int, C: int, BT: int, BX: int) -> list[ArraySpec]:
 
 
 def coordinate_values(meta: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Values of the coordinate arrays ``t, x, y, z, channel, parameter, stat``."""
-    T, t_end = meta["snapshots"], float(meta["t_end"])
-    out = {"t": np.linspace(0.0, t_end, T) if T > 1 else np.zeros(1)}
-    for name, n in zip("xyz", spatial_shape(meta), strict=True):
-        out[name] = np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
+    """Values of the coordinate arrays ``t, x, y, z, channel, parameter, stat``: the group's
+    :class:`Grid`'s times and axes (metres, from 0 to the box's ``lengths``)."""
+    g = GroupMeta.grid_of(meta)
+    out = {"t": g.times(), **{name: g.axis(a) for a, name in enumerate("xyz")}}
     out["channel"] = np.array([c["name"] for c in meta["channels"]], dtype=object)
     out["parameter"] = np.array([p["name"] for p in meta["parameters"]], dtype=object)
     out["stat"] = np.array(list(SOLVER_STATS), dtype=object)

@@ -1,10 +1,10 @@
 """Pictures of one stored sample: its channels over time, titled with its parameters.
 
 Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state, no display), in
-the unit box's coordinates. Input channels that do not change in time (a permeability, a
+the box's coordinates in metres. Input channels that do not change in time (a permeability, a
 velocity field) are drawn once, in the first row; every other channel gets a row of snapshots
 on one colour scale (one y range in 1D). 1D samples are drawn as curves, 2D as images, 3D as
-their mid-plane ``z = 0.5`` slice.
+their mid-plane slice in ``z``.
 """
 
 import textwrap
@@ -23,12 +23,12 @@ MAX_SNAPSHOTS = 6
 
 
 def box_image(ax: Any, plane: np.ndarray, grid: Grid, **style: Any) -> Any:
-    """Draw the ``(X, Y)`` ``plane`` in the unit box's coordinates: pixel centres on the grid
-    points, axes from 0 to 1, labelled ``x`` and ``y``."""
-    h = grid.h / 2
-    im = ax.imshow(plane.T, origin="lower", extent=(-h, 1 + h, -h, 1 + h), **style)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    """Draw the ``(X, Y)`` ``plane`` in the box's coordinates: pixel centres on the grid
+    points, axes from 0 to the box's lengths, labelled ``x`` and ``y``."""
+    (hx, hy), (lx, ly) = (h / 2 for h in grid.spacing[:2]), grid.lengths[:2]
+    im = ax.imshow(plane.T, origin="lower", extent=(-hx, lx + hx, -hy, ly + hy), **style)
+    ax.set_xlim(0, lx)
+    ax.set_ylim(0, ly)
     ax.set_xlabel("x", fontsize=8)
     ax.set_ylabel("y", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -81,7 +81,7 @@ def sample_figure(
         lo, hi = float(fields[:, c].min()), float(fields[:, c].max())
         if grid.dim == 1:
             ax.plot(x, fields[k, c, :, 0, 0])
-            ax.set_xlim(0, 1)
+            ax.set_xlim(0, grid.lengths[0])
             pad = 0.05 * (hi - lo) + 1e-12
             ax.set_ylim(lo - pad, hi + pad)
             ax.set_xlabel("x", fontsize=8)
@@ -95,7 +95,7 @@ def sample_figure(
     for (row, col), ax in np.ndenumerate(axes):
         if (row, col) not in used:
             ax.set_axis_off()
-    title += " (z = 0.5 slice)" if grid.dim == 3 else ""
+    title += f" (z = {grid.axis(2)[z]:.3g} slice)" if grid.dim == 3 else ""
     lines = [part for line in title.splitlines() for part in textwrap.wrap(line, int(11 * width))]
     fig.suptitle("\n".join(lines), fontsize=10)
     return fig

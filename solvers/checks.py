@@ -404,10 +404,10 @@ _TWO_RANKS = (
         from pdeladder.solvers.grid import Grid, SlabGrid
 
         comm, out = MPI.COMM_WORLD, sys.argv[3]
-        dim, res, snaps, t_end, seed = map(float, sys.argv[2].split(","))
-        g = Grid(int(dim), int(res), int(snaps), t_end)
+        dim, res, snaps, t_end, seed, *lengths = map(float, sys.argv[2].split(","))
+        g = Grid(int(dim), int(res), int(snaps), t_end, tuple(lengths))
         X = g.shape[0]
-        sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, tuple(cut.slabs(X, cut.slab_chunk(X, 2), 2)))
+        sg = SlabGrid.of(g, tuple(cut.slabs(X, cut.slab_chunk(X, 2), 2)))
         fields, stats, _ = solve_slab(fam, fam.Params(), sg, int(seed), comm)
         assert stats.status == "ok", stats.reason
         parts = comm.gather(fields, root=0)
@@ -429,7 +429,7 @@ def two_ranks(t: Target) -> CheckResult:
 
     s = t.sample
     g = s.grid
-    spec = f"{g.dim},{g.resolution},{g.snapshots},{g.t_end},{s.seed}"
+    spec = ",".join(map(str, (g.dim, g.resolution, g.snapshots, g.t_end, s.seed, *g.lengths)))
     with tempfile.TemporaryDirectory(prefix="pdeladder-check-") as out:
         command = [mpiexec(), "-n", "2", sys.executable, "-c", _TWO_RANKS]
         done = subprocess.run(

@@ -179,6 +179,8 @@ class Family(ABC):
         difficulty: name of the parameter that sets the difficulty (Péclet, Reynolds, ...).
         steady: True for steady problems (``T = 1``).
         t_end: default final time.
+        lengths: the bounding box ``(L_x, L_y, L_z)`` in metres (the family's length unit) that
+            its grids sample (:meth:`grid`); the unit box by default.
         expected_rate_space, expected_rate_time: theoretical convergence orders (L2, at t_end).
         box_symmetric: the equation, every wall's condition and the random draws are alike in
             every direction, so the unit box's reflections and axis permutations map a solution
@@ -198,6 +200,7 @@ class Family(ABC):
     difficulty: ClassVar[str | None] = None
     steady: ClassVar[bool] = False
     t_end: ClassVar[float] = 1.0
+    lengths: ClassVar[tuple[float, float, float]] = (1.0, 1.0, 1.0)
     expected_rate_space: ClassVar[float] = 2.0
     expected_rate_time: ClassVar[float | None] = 1.0
     box_symmetric: ClassVar[bool] = False
@@ -313,14 +316,16 @@ class Family(ABC):
 
     @classmethod
     def grid(cls, dim: int, resolution: int, snapshots: int, t_end: float | None = None) -> Grid:
-        """The sampling grid for this family, checking the dimension and steadiness."""
+        """The sampling grid for this family on its box :attr:`lengths`, checking the dimension
+        and steadiness."""
         if dim not in cls.dims:
             raise UserInputError(f"{cls.name} supports dimensions {list(cls.dims)}, not {dim}")
         if cls.steady and snapshots != 1:
             raise UserInputError(f"{cls.name} is steady: snapshots must be 1, got {snapshots}")
         if not cls.steady and snapshots < 2:
             raise UserInputError(f"{cls.name} is time-dependent: snapshots must be >= 2")
-        return Grid(dim, resolution, snapshots, 0.0 if cls.steady else (t_end or cls.t_end))
+        t_end = 0.0 if cls.steady else (t_end or cls.t_end)
+        return Grid(dim, resolution, snapshots, t_end, cls.lengths)
 
     def draw_inputs(self, params: Parameters, grid: Grid, seed: int) -> np.ndarray:
         """Snapshot 0 of the sample ``(params, grid, seed)`` without solving it: float32

@@ -1,7 +1,8 @@
-"""Regular space-time grids on the unit box (pure numpy; no DOLFINx).
+"""Regular space-time grids on a box of physical lengths (pure numpy; no DOLFINx).
 
 A trajectory is float32 ``(T, C, X, Y, Z)``: a 2D problem has ``Z = 1``, a 1D one ``Y = Z = 1``.
-Axis ``a`` has ``resolution`` points ``x_i = i / (resolution - 1)``, both boundaries included, so
+The box is ``[0, L_0] x ... x [0, L_{dim-1}]`` in metres (``lengths``, the unit box by default).
+Axis ``a`` has ``resolution`` points ``x_i = i L_a / (resolution - 1)``, both walls included, so
 the structured mesh behind it has ``resolution - 1`` cells per axis and its vertices are exactly
 the grid points. Snapshot ``k`` is at ``t_k = k * t_end / (T - 1)``; snapshot 0 is the initial
 condition; steady problems have ``T = 1``.
@@ -9,7 +10,8 @@ condition; steady problems have ``T = 1``.
 
 import itertools
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,12 +39,16 @@ class Grid:
         resolution: points per spatial axis (>= 3), boundaries included.
         snapshots: stored time levels ``T`` (1 for steady problems).
         t_end: final time (same time units as the family), 0 for steady problems.
+        lengths: the box's extent ``(L_x, L_y, L_z)`` in metres, positive and finite along the
+            first ``dim`` axes; the entries beyond ``dim`` are 1.0 whatever was passed, so that
+            two grids of one box are equal. ``dim`` to 3 entries may be passed.
     """
 
     dim: int
     resolution: int
     snapshots: int
     t_end: float
+    lengths: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
         if self.dim not in (1, 2, 3):
@@ -60,6 +66,20 @@ class Grid:
                 f"{self.resolution}^{self.dim} points x {self.snapshots} snapshots is more than "
                 f"one sample may hold (2^{MAX_POINTS.bit_length() - 1} space-time points)"
             )
+        given = tuple(self.lengths) if isinstance(self.lengths, (tuple, list)) else ()
+        if not (
+            self.dim <= len(given) <= 3
+            and all(
+                isinstance(x, numbers.Real) and not isinstance(x, bool) and 0 < x < math.inf
+                for x in given[: self.dim]
+            )
+        ):
+            raise UserInputError(
+                f"lengths must be positive finite extents in metres along the {self.dim} axes "
+                f"(at most 3 entries), got {self.lengths!r}"
+            )
+        box = tuple(float(given[a]) if a < self.dim else 1.0 for a in range(3))
+        object.__setattr__(self, "lengths", box)
 
     @property
     def cells(self) -> int:
@@ -67,9 +87,15 @@ class Grid:
         return self.resolution - 1
 
     @property
+    def spacing(self) -> tuple[float, ...]:
+        """Grid spacing along each of the ``dim`` axes in metres, ``L_a / (resolution - 1)``."""
+        return tuple(self.lengths[a] / (self.resolution - 1) for a in range(self.dim))
+
+    @property
     def h(self) -> float:
-        """Grid spacing (unit box)."""
-        return 1.0 / (self.resolution - 1)
+        """The smallest grid spacing in metres (stability and accuracy bounds, plotting); a
+        per-axis difference takes :attr:`spacing`."""
+        return min(self.spacing)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -92,8 +118,8 @@ class Grid:
         return self.t_end / (self.snapshots - 1) if self.snapshots > 1 else 0.0
 
     def internal_steps(self, *tau_max: float) -> int:
-        """Internal time steps per stored snapshot interval: at least one per grid spacing of
-        time (``τ <= h t_end``, so that time and space refine together; computed exactly), and
+        """Internal time steps per stored snapshot interval: at least one per mesh cell of time
+        (``τ <= t_end / cells``, so that time and space refine together; computed exactly), and
         enough that the step ``τ = dt / n`` is at most each bound in ``tau_max`` (a stability
         or accuracy limit; the ratio ``dt / tau`` less 1e-9 is rounded up, so that a bound
         whose multiple ``dt`` is gets that multiple despite rounding)."""
@@ -105,9 +131,10 @@ class Grid:
         return np.linspace(0.0, self.t_end, self.snapshots) if self.snapshots > 1 else np.zeros(1)
 
     def axis(self, a: int) -> np.ndarray:
-        """Coordinates along axis ``a`` (0, 1, 2 for x, y, z), float64; ``[0.0]`` for a singleton."""
+        """Coordinates along axis ``a`` (0, 1, 2 for x, y, z) in metres, from 0 to ``lengths[a]``,
+        float64; ``[0.0]`` for a singleton."""
         n = self.shape[a]
-        return np.linspace(0.0, 1.0, n) if n > 1 else np.zeros(1)
+        return np.linspace(0.0, self.lengths[a], n) if n > 1 else np.zeros(1)
 
     def mesh_grid(self, rows: tuple[int, int] | None = None) -> np.ndarray:
         """Point coordinates, shape ``(3, X, Y, Z)``, in the layout DOLFINx's ``interpolate`` takes;
@@ -128,10 +155,10 @@ class SlabGrid(Grid):
     Rank ``r`` holds the mesh cells between x rows ``slabs[r] = (lo, hi)`` and samples the grid
     points of rows ``[lo, hi)`` only: ``(C, hi - lo, Y, Z)`` per snapshot, no gather. The slabs
     tile ``[0, X)`` in rank order. A sample solved on a ``SlabGrid`` belongs to its
-    :attr:`whole` grid (a ``SlabGrid`` never equals a ``Grid``).
+    :attr:`whole` grid (a ``SlabGrid`` never equals a ``Grid``); :meth:`of` makes one from it.
     """
 
-    slabs: tuple[tuple[int, int], ...] = ()
+    slabs: tuple[tuple[int, int], ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -161,7 +188,12 @@ class SlabGrid(Grid):
         lo, hi = self.slabs[comm.rank]
         return (lo, min(hi + 1, self.shape[0]))
 
+    @classmethod
+    def of(cls, grid: Grid, slabs: tuple[tuple[int, int], ...]) -> "SlabGrid":
+        """``grid`` solved in the x ``slabs``, one per rank."""
+        return cls(grid.dim, grid.resolution, grid.snapshots, grid.t_end, grid.lengths, slabs=slabs)
+
     @property
     def whole(self) -> Grid:
         """The grid of the whole sample."""
-        return Grid(self.dim, self.resolution, self.snapshots, self.t_end)
+        return Grid(self.dim, self.resolution, self.snapshots, self.t_end, self.lengths)

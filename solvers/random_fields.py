@@ -139,13 +139,14 @@ def _streamed_box(big: list[int], keep: list[np.ndarray], rng: np.random.Generat
 
 
 def wall_bubble(grid: Grid, rows: tuple[int, int] | None = None) -> np.ndarray:
-    """The wall bubble ``b = Π_i 4 x_i (1 - x_i)`` (product over the grid's ``dim`` axes) at the
-    grid points (of the x ``rows`` only, if given): 1 at the centre, exactly 0 on the walls.
+    """The wall bubble ``b = Π_i 4 ξ_i (1 - ξ_i)``, ``ξ_i = x_i / L_i`` (product over the grid's
+    ``dim`` axes) at the grid points (of the x ``rows`` only, if given): 1 at the centre, exactly
+    0 on the walls.
 
     Returns:
         float64 ``(X, Y, Z)``.
     """
-    x = grid.mesh_grid(rows)[: grid.dim]
+    x = grid.mesh_grid(rows)[: grid.dim] / np.reshape(grid.lengths[: grid.dim], (-1, 1, 1, 1))
     return np.prod(4 * x * (1 - x), axis=0)
 
 
@@ -173,7 +174,7 @@ def divergence_free_field(
     bubble = wall_bubble(grid, wide)
 
     def d(f: np.ndarray, a: int) -> np.ndarray:
-        return np.gradient(f, grid.h, axis=a, edge_order=2)
+        return np.gradient(f, grid.spacing[a], axis=a, edge_order=2)
 
     def potential() -> np.ndarray:
         return gaussian_random_field(grid.shape, length_scale, rng, rows=wide) * bubble

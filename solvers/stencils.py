@@ -2,9 +2,9 @@
 
 Tensors end in the space-time axes ``(..., T, X, Y, Z)`` (singletons beyond ``dim``), as a
 family's residual receives them, ``(B, C, T, X, Y, Z)``, or one channel of it, ``(B, T, X, Y, Z)``.
-Spatial operators are second-order central differences evaluated at interior points only, so every
-result is cropped by one point on each side of each active axis: ``(..., X-2, Y-2, Z-2)`` in 3D,
-``(..., X-2, Y-2, 1)`` in 2D. Time derivatives are central differences over interior snapshots
+Spatial operators are second-order central differences with each axis's own spacing
+(``Grid.spacing``), evaluated at interior points only, so every result is cropped by one point
+on each side of each active axis: ``(..., X-2, Y-2, Z-2)`` in 3D, ``(..., X-2, Y-2, 1)`` in 2D. Time derivatives are central differences over interior snapshots
 along the axis before ``X``. All operators are differentiable, so residuals can be used as
 losses.
 """
@@ -26,7 +26,7 @@ def diff(f: torch.Tensor, a: int, grid: Grid) -> torch.Tensor:
     """∂f/∂x_a at interior points, second order."""
     axis = f.ndim - 3 + a
     n = f.shape[axis]
-    d = (f.narrow(axis, 2, n - 2) - f.narrow(axis, 0, n - 2)) / (2 * grid.h)
+    d = (f.narrow(axis, 2, n - 2) - f.narrow(axis, 0, n - 2)) / (2 * grid.spacing[a])
     return interior_except(d, grid.dim, a)
 
 
@@ -46,14 +46,14 @@ def grad(f: torch.Tensor, grid: Grid) -> list[torch.Tensor]:
 
 def laplacian(f: torch.Tensor, grid: Grid) -> torch.Tensor:
     """Δf at interior points with the (2·dim+1)-point stencil, second order."""
-    out = -2.0 * grid.dim * interior(f, grid.dim)
+    centre = interior(f, grid.dim)
+    out = torch.zeros_like(centre)
     for a in range(grid.dim):
         axis = f.ndim - 3 + a
         n = f.shape[axis]
-        out = out + interior_except(
-            f.narrow(axis, 2, n - 2) + f.narrow(axis, 0, n - 2), grid.dim, a
-        )
-    return out / grid.h**2
+        side = interior_except(f.narrow(axis, 2, n - 2) + f.narrow(axis, 0, n - 2), grid.dim, a)
+        out = out + (side - 2.0 * centre) / grid.spacing[a] ** 2
+    return out
 
 
 def divergence(u: torch.Tensor, grid: Grid, channel_axis: int) -> torch.Tensor:

@@ -138,13 +138,13 @@ def test_a_store_of_an_older_format_is_one_line_exit_2(tmp_path: Path, command):
     import zarr
 
     zarr.open_group(
-        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": 6}
+        str(tmp_path), mode="w", attributes={"format": "pdeladder", "format_version": 7}
     )
     result = run("store", command, str(tmp_path))
     assert result.returncode == 2, result
     message = (
-        f"error: {tmp_path}: format version 6 was written by an older pdeladder; this one "
-        "reads only version 7: regenerate the store with `pdeladder curriculum materialize`"
+        f"error: {tmp_path}: format version 7 was written by an older pdeladder; this one "
+        "reads only version 8: regenerate the store with `pdeladder curriculum materialize`"
     )
     assert result.stderr.strip() == message, result.stderr
 

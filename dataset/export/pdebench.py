@@ -57,7 +57,8 @@ def file_name(group: Group) -> str:
 
 
 def _coords(group: Group) -> list[np.ndarray]:
-    return [np.asarray(group.array(a)[:], np.float32) for a in AXES[: group.grid.dim]]
+    """The grid's coordinates in metres along its ``dim`` axes, float32."""
+    return [group.grid.axis(a).astype(np.float32) for a in range(group.grid.dim)]
 
 
 def _write(f: h5py.File, group: Group, indices: np.ndarray, advance) -> None:

@@ -1,11 +1,12 @@
 """One sample as a ParaView time series: a ``.pvd`` collection of VTK XML ``ImageData`` files.
 
 ``OUT/<name>.pvd`` lists one ``OUT/<name>/<name>_<k>.vti`` per snapshot ``k`` with its time
-``t_k`` (the store's ``t``). Each ``.vti`` holds the uniform grid of the unit box with its true
-coordinates (origin ``(x_0, y_0, z_0)``, spacing ``1 / (N - 1)`` per axis, 1 on a unit axis) and
-every channel as a named float32 point-data array (VTK's point order: x fastest), written as raw
-appended binary data (``UInt32`` byte-count headers, little-endian). ParaView opens the ``.pvd``
-as one time-dependent dataset; so do VTK's ``vtkXMLImageDataReader`` and pyvista.
+``t_k`` (the store's ``t``). Each ``.vti`` holds the uniform grid of the group's box with its
+true coordinates in metres (origin 0, the grid's spacing ``L / (N - 1)`` per axis, 1 on a unit
+axis) and every channel as a named float32 point-data array (VTK's point order: x fastest),
+written as raw appended binary data (``UInt32`` byte-count headers, little-endian). ParaView
+opens the ``.pvd`` as one time-dependent dataset; so do VTK's ``vtkXMLImageDataReader`` and
+pyvista.
 """
 
 from pathlib import Path
@@ -32,14 +33,9 @@ def sample_name(group: Group, index: int) -> str:
 
 
 def geometry(group: Group) -> tuple[list[float], list[float], list[int]]:
-    """Origin, spacing and point counts of the group's grid along x, y, z."""
-    origin, spacing, counts = [], [], []
-    for axis in ("x", "y", "z"):
-        c = np.asarray(group.array(axis)[:], dtype=np.float64)
-        origin.append(float(c[0]))
-        spacing.append(float(c[1] - c[0]) if len(c) > 1 else 1.0)
-        counts.append(len(c))
-    return origin, spacing, counts
+    """Origin, spacing and point counts of the group's grid along x, y, z (metres)."""
+    g = group.grid
+    return [0.0] * 3, [*g.spacing, *[1.0] * (3 - g.dim)], list(g.shape)
 
 
 def vti_bytes(

@@ -9,8 +9,8 @@
   ``n_spatial_dims``, ``n_trajectories``, ``simulation_parameters`` (the names of the parameters
   with one value over the group's ok samples, each also a root attribute holding that value, as
   The Well's checker requires of a listed name); ``scalars`` (every parameter, sample-varying
-  ``(n,)``); ``dimensions`` (``time``, and ``x``/``y``/``z`` of the group's
-  dimension: unit axes dropped); ``boundary_conditions`` (one ``WALL`` or ``PERIODIC`` condition
+  ``(n,)``); ``dimensions`` (``time``, and ``x``/``y``/``z`` of the group's dimension in
+  metres: unit axes dropped); ``boundary_conditions`` (one ``WALL`` or ``PERIODIC`` condition
   per axis from the family's description, masks true at both ends for walls);
   ``t0_fields`` (scalar channels, ``(n, T, *space)``; input coefficient channels, constant in
   time, and every channel of a steady group (``T = 1``) as time-constant ``(n, *space)``
@@ -122,8 +122,8 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
         d.attrs["spatial_dims"] = list(AXES[:dim])
         t = d.create_dataset("time", data=np.asarray(group.array("t")[:], np.float32))
         t.attrs.update(sample_varying=False, time_varying=True)
-        for a in AXES[:dim]:
-            ds = d.create_dataset(a, data=np.asarray(group.array(a)[:], np.float32))
+        for i, a in enumerate(AXES[:dim]):
+            ds = d.create_dataset(a, data=grid.axis(i).astype(np.float32))
             ds.attrs.update(sample_varying=False, time_varying=False)
         b = f.create_group("boundary_conditions")
         kind = "PERIODIC" if "periodic" in group.attrs["boundary_conditions"].lower() else "WALL"

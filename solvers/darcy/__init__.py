@@ -77,17 +77,19 @@ class Darcy(Family):
 
 
 def flux_divergence(k: torch.Tensor, p: torch.Tensor, grid: Grid) -> torch.Tensor:
-    """Conservative ``∇·(k∇p)`` at interior points: face fluxes ``k_{i+½} (p_{i+1} - p_i) / h``
-    with the arithmetic mean ``k_{i+½} = (k_i + k_{i+1}) / 2``, differenced over each cell.
+    """Conservative ``∇·(k∇p)`` at interior points: face fluxes ``k_{i+½} (p_{i+1} - p_i) / h_a``
+        with the arithmetic mean ``k_{i+½} = (k_i + k_{i+1}) / 2``, differenced over each cell
+    (``h_a`` the spacing of axis ``a``).
 
-    ``k`` and ``p`` end in ``(X, Y, Z)``; the result is cropped as :func:`stencils.laplacian`.
+        ``k`` and ``p`` end in ``(X, Y, Z)``; the result is cropped as :func:`stencils.laplacian`.
     """
     out = torch.zeros_like(stencils.interior(p, grid.dim))
     for axis_index in range(grid.dim):
         axis = p.ndim - 3 + axis_index
         n = p.shape[axis]
         k_face = 0.5 * (k.narrow(axis, 1, n - 1) + k.narrow(axis, 0, n - 1))
-        flux = k_face * (p.narrow(axis, 1, n - 1) - p.narrow(axis, 0, n - 1)) / grid.h
-        div = (flux.narrow(axis, 1, n - 2) - flux.narrow(axis, 0, n - 2)) / grid.h
+        h = grid.spacing[axis_index]
+        flux = k_face * (p.narrow(axis, 1, n - 1) - p.narrow(axis, 0, n - 1)) / h
+        div = (flux.narrow(axis, 1, n - 2) - flux.narrow(axis, 0, n - 2)) / h
         out = out + stencils.interior_except(div, grid.dim, axis_index)
     return out

@@ -292,11 +292,11 @@ def random_potential(
 
     Returns the potential ``(1 or 3, X, Y, Z)`` and that grid.
     """
-    fine = Grid(grid.dim, 2 * grid.cells + 1, 1, 0.0)
+    fine = Grid(grid.dim, 2 * grid.cells + 1, 1, 0.0, grid.lengths)
     if isinstance(grid, SlabGrid):
         n = fine.resolution
         slabs = tuple((2 * lo, min(2 * hi, n)) for lo, hi in grid.slabs)
-        fine = SlabGrid(grid.dim, n, 1, 0.0, slabs=slabs)
+        fine = SlabGrid.of(fine, slabs)
     rows = fine.drawn_rows(comm)
     envelope = wall_bubble(fine, rows) ** 2
     components = 1 if grid.dim == 2 else 3

@@ -56,7 +56,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 def slab_grid(grid: Grid, k: int) -> SlabGrid:
     X = grid.shape[0]
     slabs = tuple(cut.slabs(X, cut.slab_chunk(X, k), k))
-    return SlabGrid(grid.dim, grid.resolution, grid.snapshots, grid.t_end, slabs)
+    return SlabGrid.of(grid, slabs)
 
 
 def test_slab_grids_tile_x_and_every_rank_gets_cells():
@@ -66,12 +66,12 @@ def test_slab_grids_tile_x_and_every_rank_gets_cells():
         for k in range(1, X):
             slabs = cut.slabs(X, cut.slab_chunk(X, k), k)
             assert len(slabs) == k, (X, k)
-    grid = SlabGrid(2, 9, 1, 0.0, ((0, 4), (4, 6), (6, 8), (8, 9)))  # a one-row last slab
+    grid = SlabGrid(2, 9, 1, 0.0, slabs=((0, 4), (4, 6), (6, 8), (8, 9)))  # a one-row last slab
     assert slab_cell_owners(grid).tolist() == [0, 0, 0, 0, 1, 1, 2, 3]
     with pytest.raises(UserInputError, match="do not tile"):
-        SlabGrid(2, 9, 1, 0.0, ((0, 4), (5, 9)))
+        SlabGrid(2, 9, 1, 0.0, slabs=((0, 4), (5, 9)))
     with pytest.raises(ValueError, match="gets no cells"):
-        slab_cell_owners(SlabGrid(2, 9, 1, 0.0, ((0, 7), (7, 8), (8, 9))))
+        slab_cell_owners(SlabGrid(2, 9, 1, 0.0, slabs=((0, 7), (7, 8), (8, 9))))
     assert grid.whole == Grid(2, 9, 1, 0.0) and grid != grid.whole
 
 
@@ -282,7 +282,7 @@ _DRAWN_ROWS = textwrap.dedent(
         for dim in fam.dims:
             g = fam.grid(dim, 11, 1 if fam.steady else 3)
             slabs = tuple(cut.slabs(11, cut.slab_chunk(11, comm.size), comm.size))
-            sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
+            sg = SlabGrid.of(g, slabs)
             lo, hi = sg.drawn_rows(comm)
             draw = lambda grid, c=None: fam.initial_fields(
                 fam.Params(), grid, np.random.default_rng(3), c
@@ -337,7 +337,7 @@ _EVERY_FAMILY = textwrap.dedent(
         fam = get_family(name)
         g = fam.grid(2, 17, 1 if fam.steady else 5)
         slabs = tuple(cut.slabs(17, cut.slab_chunk(17, comm.size), comm.size))
-        sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
+        sg = SlabGrid.of(g, slabs)
         fields, stats, _ = solve_slab(fam, fam.Params(), sg, 7, comm)
         parts = comm.gather(fields, root=0)
         if comm.rank == 0:
@@ -391,7 +391,7 @@ _NAN_ON_ONE_RANK = textwrap.dedent(
     fam = get_family(sys.argv[1])
     g = fam.grid(2, 9, 3)
     slabs = tuple(cut.slabs(9, cut.slab_chunk(9, comm.size), comm.size))
-    sg = SlabGrid(g.dim, g.resolution, g.snapshots, g.t_end, slabs)
+    sg = SlabGrid.of(g, slabs)
     fields, stats, _ = solve_slab(fam, fam.Params(), sg, 7, comm)
     reports = comm.gather([comm.rank, fields is None, stats.status, stats.reason], root=0)
     if comm.rank == 0:

@@ -278,7 +278,7 @@ def test_xarray_sees_named_dimensions_and_units(store_url, heat_samples):
     np.testing.assert_allclose(ds["x"].values, np.linspace(0, 1, 9))
     assert list(ds["channel"].values) == ["u"]
     assert list(ds["parameter"].values) == ["diffusivity", "ic_length_scale"]
-    assert ds["t"].attrs["long_name"] == "time" and ds["x"].attrs["units"] == "1"
+    assert ds["t"].attrs["long_name"] == "time" and ds["x"].attrs["units"] == "m"
     assert ds["record"].dims == ("sample", "record_byte")
     fields = [f["name"] for f in ds["record"].attrs["record_fields"]]
     assert fields == ["seed", "params", "stats", "moments", "checksum"]
@@ -479,7 +479,7 @@ def test_a_name_that_could_name_another_place_is_refused_when_a_group_opens(tmp_
     assert any("not a plain identifier" in p for p in fmt.attr_problems({**attrs, where: entries}))
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 6])
+@pytest.mark.parametrize("version", [3, 4, 5, 6, 7])
 def test_older_versions_are_refused_in_one_line(tmp_path, version):
     """A store, or one group of it, of an older format version is refused wherever it is
     opened (read, resumed, verified, shown), in one line that says how to regenerate it:

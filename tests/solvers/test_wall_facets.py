@@ -47,7 +47,7 @@ _SLABS = textwrap.dedent(
 
     comm = MPI.COMM_WORLD
     slabs = tuple(cut.slabs(17, cut.slab_chunk(17, comm.size), comm.size))
-    msh = grid_mesh(comm, SlabGrid(1, 17, 1, 0.0, slabs))
+    msh = grid_mesh(comm, SlabGrid(1, 17, 1, 0.0, slabs=slabs))
     walls = mesh.compute_midpoints(msh, 0, np.asarray(boundary_facets(msh), dtype=np.int32))
     x = sorted(np.concatenate(comm.allgather(walls[:, 0])).round(6).tolist())
     if comm.rank == 0:
