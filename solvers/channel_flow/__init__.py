@@ -155,7 +155,7 @@ class ChannelFlow(Family):
         Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
         Channel("u", "velocity x", "m s-1"),
         Channel("v", "velocity y", "m s-1"),
-        Channel("p", "kinematic pressure (0 mean at the outlet)", "m2 s-2"),
+        Channel("p", "kinematic pressure", "m2 s-2"),
     )
     boundary_conditions = (
         "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
