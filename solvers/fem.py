@@ -23,29 +23,37 @@ from pdeladder.errors import SolveError, UserInputError
 from pdeladder.solvers.grid import Grid, SlabGrid
 
 
-def box_mesh(comm: MPI.Comm, dim: int, cells: int, partitioner: Any = None) -> mesh.Mesh:
-    """Unit interval, square (triangles) or cube (tetrahedra) with ``cells`` cells per axis; its
-    vertices are the grid points of a :class:`Grid` with ``resolution = cells + 1``.
+def box_mesh(
+    comm: MPI.Comm,
+    dim: int,
+    cells: int,
+    partitioner: Any = None,
+    lengths: tuple[float, ...] = (1.0, 1.0, 1.0),
+) -> mesh.Mesh:
+    """The box ``[0, lengths[a]]`` per axis (default the unit box): an interval, a rectangle of
+    triangles or a box of tetrahedra with ``cells`` cells per axis; its vertices are the grid
+    points of a :class:`Grid` with ``resolution = cells + 1`` and these lengths.
     ``partitioner``: DOLFINx's cell partitioner when None."""
     if dim == 1:
-        return mesh.create_unit_interval(comm, cells, partitioner=partitioner)
+        return mesh.create_interval(comm, cells, [0.0, lengths[0]], partitioner=partitioner)
+    corners = [np.zeros(dim), np.array(lengths[:dim], dtype=np.float64)]
     if dim == 2:
-        return mesh.create_unit_square(
-            comm, cells, cells, mesh.CellType.triangle, partitioner=partitioner
+        return mesh.create_rectangle(
+            comm, corners, [cells, cells], mesh.CellType.triangle, partitioner=partitioner
         )
-    return mesh.create_unit_cube(
-        comm, cells, cells, cells, mesh.CellType.tetrahedron, partitioner=partitioner
+    return mesh.create_box(
+        comm, corners, [cells, cells, cells], mesh.CellType.tetrahedron, partitioner=partitioner
     )
 
 
 def grid_mesh(comm: MPI.Comm, grid: Grid) -> mesh.Mesh:
     """The structured mesh whose vertices are ``grid``'s points, partitioned into ``grid``'s x
     slabs when it is a :class:`SlabGrid` solved on more than one rank."""
-    if isinstance(grid, SlabGrid) and comm.size > 1:
-        if comm.size != len(grid.slabs):
-            raise ValueError(f"{len(grid.slabs)} x slabs on {comm.size} ranks")
-        return box_mesh(comm, grid.dim, grid.cells, x_slab_partitioner(grid))
-    return box_mesh(comm, grid.dim, grid.cells)
+    slabs = isinstance(grid, SlabGrid) and comm.size > 1
+    if slabs and comm.size != len(grid.slabs):
+        raise ValueError(f"{len(grid.slabs)} x slabs on {comm.size} ranks")
+    partitioner = x_slab_partitioner(grid) if slabs else None
+    return box_mesh(comm, grid.dim, grid.cells, partitioner, grid.lengths)
 
 
 def slab_cell_owners(grid: SlabGrid) -> np.ndarray:
@@ -65,7 +73,7 @@ def slab_cell_owners(grid: SlabGrid) -> np.ndarray:
 
 
 def x_slab_partitioner(grid: SlabGrid) -> Any:
-    """A DOLFINx cell partitioner (``partitioner=`` of ``create_unit_square`` and kin) that
+    """A DOLFINx cell partitioner (``partitioner=`` of ``create_rectangle`` and kin) that
     sends each cell of :func:`box_mesh` to the rank of its x column (:func:`slab_cell_owners`).
 
     DOLFINx's structured meshes number the vertex at grid index ``(i, j, k)`` as
@@ -156,7 +164,7 @@ class GridSampler:
     def _on_grid(self, coordinates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The dofs (rows of ``coordinates``) at grid points, and those points' grid indices
         ``(n, 3)``."""
-        x = coordinates[:, : self.grid.dim] * self.grid.cells
+        x = coordinates[:, : self.grid.dim] / np.array(self.grid.spacing)
         ijk = np.rint(x)
         on_grid = np.all(np.abs(x - ijk) < 1e-6, axis=1)
         dofs = np.flatnonzero(on_grid).astype(np.int32)

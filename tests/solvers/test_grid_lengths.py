@@ -1,7 +1,7 @@
 """Grids on a box of physical lengths: spacing and coordinates per axis, validation, the store's
 record of the box, and finite differences with each axis's own spacing."""
 
-from mpi4py import MPI  # noqa: F401  (loaded before DOLFINx, which a family may import)
+from mpi4py import MPI  # first: DOLFINx loads libmpi through it
 
 import json
 
@@ -121,3 +121,20 @@ def test_the_wall_bubble_vanishes_on_every_wall_of_a_2_by_1_box():
     b = wall_bubble(Grid(2, 9, 1, 0.0, (2.0, 1.0)))[:, :, 0]
     assert b[4, 4] == 1.0
     assert not (b[0].any() or b[-1].any() or b[:, 0].any() or b[:, -1].any())
+
+
+def test_the_mesh_of_a_2_by_1_grid_has_its_points_as_vertices_and_samples_exactly():
+    """``grid_mesh`` spans the grid's box, and ``GridSampler`` maps dofs to grid points by the
+    grid's spacing: a linear function comes back as its values at the grid's coordinates."""
+    from dolfinx import fem
+
+    from pdeladder.solvers.fem import GridSampler, grid_mesh
+
+    grid = Grid(2, 9, 1, 0.0, lengths=(2.0, 1.0, 1.0))
+    msh = grid_mesh(MPI.COMM_SELF, grid)
+    np.testing.assert_allclose(msh.geometry.x.max(axis=0)[:2], [2.0, 1.0])
+    V = fem.functionspace(msh, ("Lagrange", 1))
+    u = fem.Function(V)
+    u.interpolate(lambda x: x[0] + 3 * x[1])
+    x = grid.mesh_grid()
+    np.testing.assert_allclose(GridSampler(V, grid).to_grid(u)[0], x[0] + 3 * x[1], atol=1e-12)
