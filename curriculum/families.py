@@ -134,6 +134,11 @@ class EntryBase(BaseModel):
     @model_validator(mode="after")
     def _grids_exist(self) -> "EntryBase":
         grids = self.grids()  # raises UserInputError, a ValueError, on an unsupported combination
+        # ``params``: the family's ranges, a field of each family's own entry model
+        ranges = {n: (r.low, r.high) for n, r in self.params.resolved().items()}
+        for g in grids:
+            if why := self.family_class.unresolved(g, ranges):
+                raise ValueError(why)
         k = self.ranks_per_sample
         if isinstance(k, int):
             if k < 1:

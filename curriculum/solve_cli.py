@@ -76,6 +76,8 @@ def solve(
     values = parse_assignments(param or [])
     params = fam.parse_params(values)
     grid = fam.grid(dim, resolution, (1 if fam.steady else 11) if snapshots is None else snapshots)
+    if why := fam.unresolved(grid, {n: (v, v) for n, v in params.model_dump().items()}):
+        raise UserInputError(why)
     if ranks is not None:
         solve_on_ranks(fam, grid, values, seed, stage, out, ranks, hosts, as_json)
         return

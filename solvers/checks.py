@@ -36,6 +36,7 @@ import torch
 from pdeladder.errors import UserInputError, one_line
 from pdeladder.solvers.family import (
     MANUFACTURED_T_END,
+    MASK,
     Family,
     Parameters,
     Sample,
@@ -94,17 +95,18 @@ class Target:
 
     @cached_property
     def sample(self) -> Sample:
-        """The contract sample at :data:`SEED`, default parameters."""
-        return self.family.run(self.family.Params(), self.grid(), seed=SEED)
+        """The contract sample at :data:`SEED`, the family's :meth:`~Family.check_params`."""
+        return self.family.run(self.family.check_params(self.dim), self.grid(), seed=SEED)
 
     def fields(self, sample: Sample) -> torch.Tensor:
         """A sample's fields as float64 ``(1, C, T, X, Y, Z)``."""
         return torch.from_numpy(sample.fields).double().movedim(0, 1)[None]
 
     def residual_rms(self, fields: np.ndarray | torch.Tensor, grid: Grid) -> float:
-        """The rms of the residual of default-parameter ``fields`` ``(T, C, X, Y, Z)``."""
+        """The rms of the residual of ``fields`` ``(T, C, X, Y, Z)`` at the contract sample's
+        parameters."""
         f = torch.as_tensor(fields).double().movedim(0, 1)[None]
-        params = torch.from_numpy(self.family.Params().vector())[None]
+        params = torch.from_numpy(self.family.check_params(self.dim).vector())[None]
         return float(torch.sqrt(torch.mean(self.family.residual(f, params, grid) ** 2)))
 
 
@@ -360,7 +362,9 @@ def symmetry(t: Target) -> CheckResult:
 
 def walls(t: Target) -> CheckResult:
     """Every predicted channel but a pressure declares its wall condition, one kind per family,
-    and the solver's data are 0 on the walls of a ``"zero"`` channel."""
+    and the solver's data are 0 on the walls of a ``"zero"`` channel. A family with a
+    :data:`~pdeladder.solvers.family.MASK` has boundaries that are not its box's walls (an
+    inflow, an outflow, obstacles): its channels may declare none."""
     from pdeladder.solvers.stencils import with_walls
 
     fam = t.family
@@ -372,6 +376,7 @@ def walls(t: Target) -> CheckResult:
         "a predicted channel declares no wall": not (
             all(c.wall is not None for c in channels if c.role == "output" and c.name != "p")
             or (fam.steady and declared == [None, "zero"])
+            or MASK in fam.channel_names(t.dim)
         ),
     }
     gap = 0.0
@@ -408,10 +413,11 @@ _TWO_RANKS = (
         g = Grid(int(dim), int(res), int(snaps), t_end, tuple(lengths))
         X = g.shape[0]
         sg = SlabGrid.of(g, tuple(cut.slabs(X, cut.slab_chunk(X, 2), 2)))
-        fields, stats, _ = solve_slab(fam, fam.Params(), sg, int(seed), comm)
+        params = fam.check_params(g.dim)
+        fields, stats, _ = solve_slab(fam, params, sg, int(seed), comm)
         assert stats.status == "ok", stats.reason
         parts = comm.gather(fields, root=0)
-        whole = fam.run(fam.Params(), g, int(seed), comm=comm)
+        whole = fam.run(params, g, int(seed), comm=comm)
         assert whole.ok, whole.stats.reason
         if comm.rank == 0:
             np.save(out + "/slabs.npy", np.concatenate(parts, axis=2))

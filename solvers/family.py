@@ -12,6 +12,7 @@ the weak form, time stepping and manufactured solution, imported on the first so
 import math
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from types import ModuleType
@@ -326,6 +327,21 @@ class Family(ABC):
             raise UserInputError(f"{cls.name} is time-dependent: snapshots must be >= 2")
         t_end = 0.0 if cls.steady else (t_end or cls.t_end)
         return Grid(dim, resolution, snapshots, t_end, cls.lengths)
+
+    @classmethod
+    def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:
+        """Why ``grid`` cannot resolve every sample whose parameters lie in ``ranges`` (name:
+        ``(low, high)``, every parameter): the finest feature such a sample can have, and the
+        resolution that would resolve it; None when it can (the default). Asked before anything
+        is solved: a curriculum's groups when it is read, ``pdeladder solve`` its one sample."""
+        return None
+
+    @classmethod
+    def check_params(cls, dim: int) -> Parameters:
+        """The parameters of the contract sample in ``dim`` dimensions
+        (:mod:`pdeladder.solvers.checks`): the defaults, unless its grids cannot resolve them
+        (:meth:`unresolved`)."""
+        return cls.Params()
 
     def draw_inputs(self, params: Parameters, grid: Grid, seed: int) -> np.ndarray:
         """Snapshot 0 of the sample ``(params, grid, seed)`` without solving it: float32

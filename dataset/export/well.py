@@ -15,7 +15,8 @@
   ``t0_fields`` (scalar channels, ``(n, T, *space)``; input coefficient channels, constant in
   time, and every channel of a steady group (``T = 1``) as time-constant ``(n, *space)``
   fields), ``t1_fields`` (the velocity components of a
-  family, as one ``(n, T, *space, dim)`` field named ``velocity``), ``t2_fields`` (empty);
+  family, as one ``(n, T, *space, dim)`` field named ``velocity``; ``(n, *space, dim)`` in a
+  steady group), ``t2_fields`` (empty);
   float32 throughout.
 - ``pdeladder/`` (ignored by The Well): ``sample_index`` and ``seed`` per trajectory, the
   group's path and channel names, and its attributes as JSON (``group_attrs``): what a
@@ -158,9 +159,10 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
         t1.attrs["field_names"] = list(named["t1"])
         out1 = {}
         for name in named["t1"]:
-            out1[name] = t1.create_dataset(name, shape=(n, T, *space, dim), dtype=np.float32)
+            shape = (n, T, *space, dim) if T > 1 else (n, *space, dim)
+            out1[name] = t1.create_dataset(name, shape=shape, dtype=np.float32)
             out1[name].attrs.update(
-                dim_varying=[True] * dim, sample_varying=True, time_varying=True
+                dim_varying=[True] * dim, sample_varying=True, time_varying=T > 1
             )
         f.create_group("t2_fields").attrs["field_names"] = []
         p = f.create_group("pdeladder")
@@ -176,7 +178,7 @@ def _write_file(path: Path, group: Group, indices: np.ndarray, advance) -> None:
             for name, c, varying in named["t0"]:
                 out0[name][row] = u[:, c] if varying else u[0, c]
             for name, chans in named["t1"].items():
-                out1[name][row] = np.stack([u[:, c] for c in chans], axis=-1)
+                out1[name][row] = np.stack([u[:, c] if T > 1 else u[0, c] for c in chans], -1)
             advance(1)
 
 

@@ -11,14 +11,21 @@ Strong form, on the unit box :math:`\Omega = (0, 1)^d`, :math:`d = 1, 2, 3`:
 with :math:`\nabla\cdot b = 0`, so :math:`\nabla\cdot(b u) = b\cdot\nabla u`. In 2D/3D the velocity
 is the curl of a random stream function (vector potential) that vanishes on the walls, so
 :math:`b \cdot n = 0` there and the condition is zero diffusive flux; in 1D it is a constant
-:math:`\pm U`. :math:`\varepsilon = U L / \mathrm{Pe}` with :math:`L = 1` and :math:`U` the
-root-mean-square speed. The total :math:`\int_\Omega u` is conserved. :math:`f = 0` for samples.
+:math:`\pm U`, which carries the scalar into a layer of width :math:`\varepsilon / U =
+1/\mathrm{Pe}` at the outflow wall (resolved where the cell Péclet number :math:`\mathrm{Pe}\,h`
+is at most 2). The 1D initial field is the random one times :math:`\sin^2 \pi x`, so that it
+meets the walls' condition (:math:`u = \partial_x u = 0`) at :math:`t = 0` too: one that does
+not starts with a layer of width :math:`\sqrt{\varepsilon t}`, which no grid resolves.
+:math:`\varepsilon = U L / \mathrm{Pe}` with :math:`L = 1` and :math:`U` the root-mean-square
+speed. The total :math:`\int_\Omega u` is conserved. :math:`f = 0` for samples.
 
 This module is the physics without the FEM (no DOLFINx or PETSc import): parameters, channels,
 the initial draw and the strong-form residual. The weak form, time stepping and manufactured
 solution are in :mod:`pdeladder.solvers.advection_diffusion.fem`, imported on the first solve.
 """
 
+import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -71,6 +78,25 @@ class AdvectionDiffusion(Family):
     def channels_for(cls, dim: int) -> tuple[Channel, ...]:
         return cls.channels[: 1 + dim]
 
+    @classmethod
+    def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:
+        """In 1D, the outflow layer of width ``1/Pe`` needs a cell Péclet number ``Pe h`` of
+        at most 2: a coarser grid's solution oscillates (Galerkin) and its residual grows under
+        refinement. 2D/3D velocities are tangential on the walls: no such layer."""
+        pe = ranges["peclet"][1]
+        if grid.dim != 1 or pe * grid.h <= 2:
+            return None
+        return (
+            f"{cls.name} in 1D: {grid.resolution} points cannot resolve the outflow layer at "
+            f"Péclet {pe:g} (cell Péclet {pe * grid.h:.3g} > 2); use a resolution of at least "
+            f"{math.ceil(pe / 2) + 1} or a Péclet number of at most {2 / grid.h:g}"
+        )
+
+    @classmethod
+    def check_params(cls, dim: int) -> AdvectionDiffusionParams:
+        """In 1D, Pe = 20, which the contract's 17-point grid resolves; the defaults beyond."""
+        return cls.Params(peclet=20.0) if dim == 1 else cls.Params()
+
     def initial_fields(
         self,
         params: AdvectionDiffusionParams,
@@ -83,6 +109,8 @@ class AdvectionDiffusion(Family):
         )
         rows = grid.drawn_rows(comm)
         u0 = gaussian_random_field(grid.shape, params.ic_length_scale, rng, rows=rows)
+        if grid.dim == 1:  # the walls' zero total flux holds at t = 0 too: u = ∂u/∂x = 0
+            u0 *= np.sin(np.pi * grid.axis(0)[rows[0] : rows[1], None, None]) ** 2
         return np.concatenate([u0[None], velocity])  # (1 + dim, X, Y, Z)
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:

@@ -31,6 +31,7 @@ solve, the benchmark's quantities and the manufactured solution are in
 :mod:`pdeladder.solvers.channel_flow.fem`.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -170,6 +171,13 @@ class ChannelFlow(Family):
         # mesh size 2 m / cells far from the obstacle, a quarter of it on it
         "space": {"cells": (4, 8, 16), "steps": 1},
     }
+
+    @classmethod
+    def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:
+        """The smallest obstacle the family draws (radius ``RADII[0]``) needs
+        :data:`~pdeladder.solvers.geometry.domain.POINTS_PER_DIAMETER` spacings across it."""
+        smallest = Circle((LENGTHS[0] / 2, LENGTHS[1] / 2), RADII[0])
+        return Domain(LENGTHS, (smallest,)).unresolved(grid.resolution)
 
     def initial_fields(
         self, params: ChannelFlowParams, grid: Grid, rng: np.random.Generator, comm: Any = None

@@ -114,16 +114,22 @@ class Domain:
         diameter = 2 * min(c.radius for c in self.obstacles)
         return max(3, math.ceil(1 + POINTS_PER_DIAMETER * max(self.lengths) / diameter - 1e-9))
 
-    def require_resolution(self, resolution: int) -> None:
-        """Raise :class:`UserInputError` unless a grid of ``resolution`` points per axis resolves
-        the smallest obstacle (:meth:`min_resolution`)."""
+    def unresolved(self, resolution: int) -> str | None:
+        """Why a grid of ``resolution`` points per axis does not resolve the smallest obstacle
+        (:meth:`min_resolution`), naming the resolution that would; None when it does."""
         need = self.min_resolution()
-        if resolution < need:
-            r = min(c.radius for c in self.obstacles)
-            raise UserInputError(
-                f"grid {resolution} cannot resolve an obstacle of radius {r:g} m in the "
-                f"{self._box()} box; use a resolution of at least {need}"
-            )
+        if resolution >= need:
+            return None
+        r = min(c.radius for c in self.obstacles)
+        return (
+            f"grid {resolution} cannot resolve an obstacle of radius {r:g} m in the "
+            f"{self._box()} box; use a resolution of at least {need}"
+        )
+
+    def require_resolution(self, resolution: int) -> None:
+        """Raise :class:`UserInputError` with :meth:`unresolved`'s reason, if any."""
+        if why := self.unresolved(resolution):
+            raise UserInputError(why)
 
     def area(self) -> float:
         """The domain's area (2D) or volume (3D): the box's less the obstacles', in m² (m³)."""

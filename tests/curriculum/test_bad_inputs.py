@@ -1,6 +1,7 @@
 """Every bad curriculum file is one line on stderr and exit code 2 from `pdeladder curriculum
-validate` (issue 32): undecodable, too deep, alias bombs, wrong types, absurd sizes; and `solve
---snapshots 0` is refused before any solve."""
+validate` (issue 32): undecodable, too deep, alias bombs, wrong types, absurd sizes, a grid too
+coarse for the group's parameters; and `solve --snapshots 0` and a grid too coarse for its
+sample are refused before any solve."""
 
 import time
 from pathlib import Path
@@ -35,6 +36,24 @@ FILES = [
         "samples",
         id="samples-1e12",
     ),
+    pytest.param(
+        GOOD.replace("heat", "advection_diffusion")
+        .replace("SAMPLES", "2")
+        .replace("WORKERS", "1")
+        .encode(),
+        "use a resolution of at least 51 or a Péclet number of at most 16",
+        id="unresolved-outflow-layer",
+    ),
+    pytest.param(
+        GOOD.replace("heat, dims: [1]", "channel_flow, dims: [2]")
+        .replace("snapshots: 3", "snapshots: 1")
+        .replace("SAMPLES", "2")
+        .replace("WORKERS", "1")
+        .encode(),
+        "cannot resolve an obstacle of radius 0.25 m in the 2 x 2 m box; use a resolution of "
+        "at least 17",
+        id="unresolved-obstacle",
+    ),
 ]
 
 
@@ -61,3 +80,9 @@ def test_solve_refuses_zero_snapshots(refused, tmp_path: Path) -> None:
         out="s.zarr",
         cwd=tmp_path,
     )
+
+
+def test_solve_refuses_a_grid_too_coarse_for_its_sample(refused, tmp_path: Path) -> None:
+    line = refused("solve", "advection_diffusion", "--dim", "1", "--resolution", "17",
+                   "--out", "s.zarr", out="s.zarr", cwd=tmp_path)  # fmt: skip
+    assert "use a resolution of at least 51 or a Péclet number of at most 32" in line

@@ -87,8 +87,9 @@ def test_well_dataset_reads_every_family_exactly(exported, family, dim):
         assert sorted(channel(g, n) for n in variable + constant) == list(
             range(len(g.channel_names))
         )
-        vector = family in ("burgers", "navier_stokes")
-        assert meta.field_names[1] == ([f"velocity_{a}" for a in "xyz"[:dim]] if vector else [])
+        vector = family in ("burgers", "navier_stokes", "channel_flow")
+        velocity = [f"velocity_{a}" for a in "xyz"[:dim]] if vector else []
+        assert (meta.constant_field_names if steady else meta.field_names)[1] == velocity
         assert meta.spatial_resolution == (g.grid.resolution,) * dim
         assert meta.scalar_names == [] and meta.constant_scalar_names == g.param_names
         windows = 1 if steady else g.grid.snapshots - 1

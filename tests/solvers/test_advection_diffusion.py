@@ -9,9 +9,10 @@ import torch
 import ufl
 from dolfinx import fem
 
-from pdeladder.solvers import get_family, stencils
+from pdeladder.solvers import checks, get_family, stencils
+from pdeladder.solvers.checks import Target
 from pdeladder.solvers.fem import GridSampler, grid_mesh
-from pdeladder.solvers.testing import FamilyContract
+from pdeladder.solvers.testing import FamilyContract, assert_passed
 
 
 class TestAdvectionDiffusion(FamilyContract):
@@ -64,7 +65,9 @@ def test_velocity_is_divergence_free_and_tangential_on_walls(dim):
 def test_zero_flux_walls_conserve_the_total(dim):
     fam = get_family("advection_diffusion")
     grid = fam.grid(dim, 33, 9)
-    sample = fam.run(fam.Params(peclet=500.0), grid, seed=11)
+    peclet = 60.0 if dim == 1 else 500.0  # 1D: what 33 points resolve (at most 64)
+    assert fam.unresolved(grid, {"peclet": (peclet, peclet)}) is None
+    sample = fam.run(fam.Params(peclet=peclet), grid, seed=11)
     assert sample.ok, sample.stats.reason
     msh = grid_mesh(MPI.COMM_SELF, grid)
     V = fem.functionspace(msh, ("Lagrange", 1))
@@ -78,3 +81,27 @@ def test_zero_flux_walls_conserve_the_total(dim):
     change = np.abs(sample.fields[-1, 0] - sample.fields[0, 0]).max()
     assert change > 0.3 * np.abs(sample.fields[0, 0]).max()
     np.testing.assert_allclose(totals, totals[0], atol=1e-6)
+
+
+def test_in_1d_the_residual_falls_with_resolution_and_the_initial_field_meets_the_walls():
+    """The 1D contract sample (Pe = 20, :meth:`check_params`): its residual falls under
+    refinement (it grew 1.6-fold when the initial field ignored the walls' zero total flux, a
+    layer of width sqrt(ε t) no grid resolves), and snapshot 0 is 0 on the walls."""
+    fam = get_family("advection_diffusion")
+    target = Target(fam, 1)
+    assert target.sample.params.peclet == 20.0
+    assert_passed(checks.residual(target))
+    u0 = target.sample.fields[0, 0, :, 0, 0]
+    assert max(abs(u0[0]), abs(u0[-1])) < 1e-12 * np.abs(u0).max()
+
+
+@pytest.mark.parametrize(("resolution", "peclet", "says"), [
+    (17, 100.0, "use a resolution of at least 51 or a Péclet number of at most 32"),
+    (17, 32.0, None),
+    (129, 200.0, None),
+])  # fmt: skip
+def test_a_1d_grid_that_cannot_resolve_the_outflow_layer_is_named(resolution, peclet, says):
+    fam = get_family("advection_diffusion")
+    why = fam.unresolved(fam.grid(1, resolution, 5), {"peclet": (10.0, peclet)})
+    assert why == says or (says is not None and why.endswith(says)), why
+    assert fam.unresolved(fam.grid(2, 17, 5), {"peclet": (10.0, 2000.0)}) is None  # no layer
