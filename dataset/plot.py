@@ -4,7 +4,9 @@ Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state, 
 the box's coordinates in metres. Input channels that do not change in time (a permeability, a
 velocity field) are drawn once, in the first row; every other channel gets a row of snapshots
 on one colour scale (one y range in 1D). 1D samples are drawn as curves, 2D as images, 3D as
-their mid-plane slice in ``z``.
+their mid-plane slice in ``z``. A group with a :data:`~pdeladder.solvers.family.MASK` channel has
+its other channels drawn inside the domain only (blank outside, the colour scale over the
+inside) and the domain's outline drawn on every image.
 """
 
 import textwrap
@@ -17,6 +19,7 @@ from matplotlib.figure import Figure
 
 from pdeladder.dataset.format import ChannelMeta, ParameterMeta
 from pdeladder.dataset.group import Group
+from pdeladder.solvers.family import MASK
 from pdeladder.solvers.grid import Grid
 
 MAX_SNAPSHOTS = 6
@@ -76,18 +79,26 @@ def sample_figure(
         for i, c in enumerate(varying)
         for j, k in enumerate(picks)
     ]
+    names = [chan.name for chan in channels]
+    outside = fields[0, names.index(MASK)] == 0 if MASK in names else None  # (X, Y, Z)
     for row, col, c, k, when in panels:
         ax, chan = axes[row, col], channels[c]
-        lo, hi = float(fields[:, c].min()), float(fields[:, c].max())
+        shown = fields[:, c]
+        if outside is not None and chan.name != MASK:  # the domain only: blank outside
+            shown = np.where(outside, np.nan, shown)
+        lo, hi = float(np.nanmin(shown)), float(np.nanmax(shown))
         if grid.dim == 1:
-            ax.plot(x, fields[k, c, :, 0, 0])
+            ax.plot(x, shown[k, :, 0, 0])
             ax.set_xlim(0, grid.lengths[0])
             pad = 0.05 * (hi - lo) + 1e-12
             ax.set_ylim(lo - pad, hi + pad)
             ax.set_xlabel("x", fontsize=8)
             ax.set_ylabel(with_units(chan.name, chan.units), fontsize=8)
         else:
-            im = box_image(ax, fields[k, c, :, :, z], grid, vmin=lo, vmax=hi)
+            im = box_image(ax, shown[k, :, :, z], grid, vmin=lo, vmax=hi)
+            if outside is not None:  # the domain's outline
+                ax.contour(x, grid.axis(1), ~outside[:, :, z].T, levels=[0.5], colors="k",
+                           linewidths=0.6)  # fmt: skip
             if c in constant or col == len(picks) - 1:
                 fig.colorbar(im, ax=ax, shrink=0.8, label=with_units(chan.name, chan.units))
         ax.set_title(f"{chan.name} ({chan.long_name}), {when}", fontsize=8)

@@ -62,3 +62,27 @@ def test_1d_curves_are_on_x_in_the_unit_box(tmp_path):
     assert len(lines) == 4  # every snapshot of u
     for line in lines:
         np.testing.assert_allclose(line.get_xdata(), np.linspace(0, 1, 9))
+
+
+def test_a_masked_domain_is_drawn_inside_only_with_its_outline(tmp_path):
+    """channel_flow (a mask input): the outputs blank outside the fluid, their colour scale
+    over the inside, the outline on every image; the box in metres (2 m x 2 m)."""
+    from pdeladder.dataset.format import ChannelMeta
+
+    fam = get_family("channel_flow")
+    grid = fam.grid(2, 17, 1)
+    fields = np.random.default_rng(0).standard_normal((1, 4, *grid.shape)).astype(np.float32)
+    x = grid.mesh_grid()
+    fields[0, 0] = np.hypot(x[0] - 1, x[1] - 1) > 0.3  # the mask: a hole of radius 0.3 m
+    fields[0, 1:, fields[0, 0] == 0] = 100.0  # outside: nothing to draw, nothing to scale
+    channels = [ChannelMeta(c.name, c.long_name, c.units, c.role) for c in fam.channels_for(2)]
+    fig = sample_figure(fields, grid, channels, "title")
+    for ax in fig.axes:
+        for im in ax.get_images():
+            name = ax.get_title().split(" ")[0]
+            data = np.ma.getdata(im.get_array()).T  # (X, Y)
+            assert len(ax.collections) == 1, name  # the outline
+            assert (ax.get_xlim(), ax.get_ylim()) == ((0, 2), (0, 2))
+            if name != "mask":
+                assert np.isnan(data[fields[0, 0, :, :, 0] == 0]).all(), name
+                assert im.get_clim()[1] < 100, name
