@@ -51,7 +51,7 @@ def read_pvd(path: Path) -> list[tuple[float, Path]]:
 
 @pytest.mark.parametrize(
     ("family", "dim", "resolution", "snapshots"),
-    [("navier_stokes", 2, 9, 4), ("heat", 3, 5, 3), ("darcy", 1, 7, 1)],
+    [("navier_stokes", 2, 9, 4), ("heat", 3, 5, 3), ("darcy", 1, 7, 1), ("channel_flow", 2, 17, 1)],
 )
 def test_vtk_series_reads_back_exactly(store_url, tmp_path, family, dim, resolution, snapshots):
     g = family_group(store_url, family, get_family(family).grid(dim, resolution, snapshots), 3)
