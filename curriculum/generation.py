@@ -46,7 +46,7 @@ from pdeladder.curriculum.worker import (
 )
 from pdeladder.dataset.format import FAILED, OK, group_metadata, identity
 from pdeladder.dataset.store import Store, absolute_url, open_store
-from pdeladder.errors import SolveError, UserInputError
+from pdeladder.errors import SolveError, StoreError, UserInputError
 from pdeladder.ray_runtime import answers, ray_session, still_joined
 from pdeladder.solvers.registry import get_family
 
@@ -197,6 +197,10 @@ def materialize(
         cost, budget = CostModel(on_measure=on_step), spec.generation.memory_budget_gb
         plans = [cost.resolve(plan, budget, cluster=address is not None) for plan in plans]
     gang = max((int(g.ranks) for plan in plans for g in plan.groups), default=1)
+    try:  # refusals of what the store holds come first, before any cluster is asked
+        check_store(open_store(url), plans, spec.name)
+    except StoreError:  # no store yet (or one that cannot be opened: said below)
+        pass
     answers(address or os.environ.get("RAY_ADDRESS", ""))  # a cluster not there: no store made
     store = open_store(url, mode="a", check_writable=True)
     growing = check_store(store, plans, spec.name)  # refusals come before Ray starts
