@@ -96,14 +96,18 @@ class SlotLayout:
         family of the layout has one."""
         return self.slots.index(MASK) if MASK in self.slots else None
 
-    def inside(self, batch: dict[str, Any]) -> torch.Tensor | None:
+    def inside(
+        self, batch: dict[str, Any], fields: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
         """The domain of each sample of ``batch`` (one group's, on its device): its
-        :data:`~pdeladder.solvers.family.MASK` channel at snapshot 0, ``(B, 1, 1, X, Y, Z)``,
-        1 inside and 0 outside; None for a family whose domain is its whole box."""
+        :data:`~pdeladder.solvers.family.MASK` channel at the first snapshot of ``fields``
+        (default the batch's; a part of them, such as a slab, gives that part's),
+        ``(B, 1, 1, X, Y, Z)``, 1 inside and 0 outside; None for a family whose domain is its
+        whole box."""
         s = self.mask_slot
         if s is None or not bool(batch["present"][0, s]):
             return None
-        return batch["fields"][:, s : s + 1, :1]
+        return (batch["fields"] if fields is None else fields)[:, s : s + 1, :1]
 
     @property
     def in_channels(self) -> int:

@@ -34,7 +34,7 @@ def sample_scores(
     (the same shape, :meth:`DataProcessor.fields`) on ``slab`` (see the module docstring;
     ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`); the nRMSE over the
     points inside the samples' domain (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`)."""
-    inside = layout.inside(batch)
+    inside = layout.inside(batch, truth)  # the part of the domain ``truth`` holds
     rel = nrmse(pred, truth, inside=inside, slab=slab, domain=domain)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
     scores = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
