@@ -56,6 +56,19 @@ def grid_mesh(comm: MPI.Comm, grid: Grid) -> mesh.Mesh:
     return box_mesh(comm, grid.dim, grid.cells, partitioner, grid.lengths)
 
 
+def taylor_hood(msh: mesh.Mesh) -> tuple[fem.FunctionSpace, ...]:
+    """The Taylor–Hood space of ``msh``, P2 velocity × P1 pressure, and its collapsed parts:
+    ``(W, V, u_dofs, Q, p_dofs)``, ``u_dofs``/``p_dofs`` the parts' dofs in ``W``."""
+    import basix.ufl
+
+    cell, dim = msh.basix_cell(), msh.topology.dim
+    velocity = basix.ufl.element("Lagrange", cell, 2, shape=(dim,))
+    W = fem.functionspace(
+        msh, basix.ufl.mixed_element([velocity, basix.ufl.element("Lagrange", cell, 1)])
+    )
+    return W, *W.sub(0).collapse(), *W.sub(1).collapse()
+
+
 def slab_cell_owners(grid: SlabGrid) -> np.ndarray:
     """The rank of each column of cells along x, ``(cells,)`` int32: column ``i`` (between x rows
     ``i`` and ``i + 1``) goes to the rank whose slab holds row ``i``, but the last column goes

@@ -67,6 +67,27 @@ def fresh_python() -> Callable[[str], list[str]]:
 
 
 @pytest.fixture
+def two_ranks() -> Callable[..., list[str]]:
+    """``run(code, *args)``: ``python -c code *args`` on two MPI ranks (``mpiexec -n 2``, one
+    thread each), asserted to exit 0; its stdout lines."""
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+    def run(code: str, *args: str) -> list[str]:
+        proc = subprocess.run(
+            [mpiexec, "-n", "2", sys.executable, "-c", code, *args],
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip().splitlines()
+
+    return run
+
+
+@pytest.fixture
 def running() -> Callable[..., list[int]]:
     """``running(*words, parent=None)``: pids of the live processes whose command line holds
     every word (and whose parent is ``parent``, when given); a zombie's command line is empty."""

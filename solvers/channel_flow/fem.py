@@ -40,7 +40,6 @@ from mpi4py import MPI  # first: the DOLFINx wheel loads libmpi through it
 import time
 from typing import Any, Literal
 
-import basix.ufl
 import gmsh
 import numpy as np
 import ufl
@@ -59,7 +58,7 @@ from pdeladder.solvers.channel_flow import (
     viscosity,
 )
 from pdeladder.solvers.family import SolveStats
-from pdeladder.solvers.fem import l2_norm
+from pdeladder.solvers.fem import l2_norm, taylor_hood
 from pdeladder.solvers.geometry.domain import Circle, Domain
 from pdeladder.solvers.geometry.mesh import INLET, OUTLET, WALLS, DomainMesh, domain_mesh
 from pdeladder.solvers.geometry.sample import evaluate
@@ -101,18 +100,7 @@ class SteadyFlow:
     def __init__(self, dm: DomainMesh, flow: Flow, *, exact: tuple[Any, Any] | None = None):
         msh = dm.mesh
         self.dm, self.flow = dm, flow
-        cell, dim = msh.basix_cell(), msh.topology.dim
-        self.W = fem.functionspace(
-            msh,
-            basix.ufl.mixed_element(
-                [
-                    basix.ufl.element("Lagrange", cell, 2, shape=(dim,)),
-                    basix.ufl.element("Lagrange", cell, 1),
-                ]
-            ),
-        )
-        self.V, self.u_dofs = self.W.sub(0).collapse()
-        self.Q, self.p_dofs = self.W.sub(1).collapse()
+        self.W, self.V, self.u_dofs, self.Q, self.p_dofs = taylor_hood(msh)
         self.dofs = self.W.dofmap.index_map.size_global * self.W.dofmap.index_map_bs
         self.nu = fem.Constant(msh, PETSc.ScalarType(flow.viscosity))
         self.state = fem.Function(self.W)

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-import basix.ufl
 import numpy as np
 import ufl
 from dolfinx import fem, la
@@ -60,6 +59,7 @@ from pdeladder.solvers.fem import (
     l2_norm,
     make_ksp,
     solve_checked,
+    taylor_hood,
 )
 from pdeladder.solvers.grid import Grid, SlabGrid
 from pdeladder.solvers.navier_stokes import NavierStokes, NavierStokesParams
@@ -103,18 +103,7 @@ class TaylorHoodFlow(TimeStepper):
     ):
         super().__init__(msh, tau)
         dim = msh.topology.dim
-        cell = msh.basix_cell()
-        self.W = fem.functionspace(
-            msh,
-            basix.ufl.mixed_element(
-                [
-                    basix.ufl.element("Lagrange", cell, 2, shape=(dim,)),
-                    basix.ufl.element("Lagrange", cell, 1),
-                ]
-            ),
-        )
-        self.V, self.u_dofs = self.W.sub(0).collapse()
-        self.Q, self.p_dofs = self.W.sub(1).collapse()
+        self.W, self.V, self.u_dofs, self.Q, self.p_dofs = taylor_hood(msh)
         self.dofs = self.W.dofmap.index_map.size_global * self.W.dofmap.index_map_bs
         # ∫ φ_i dx for the pressure basis: the mean of p is their dot product with its dofs.
         self._p_weights = fem.assemble_vector(fem.form(ufl.TestFunction(self.Q) * ufl.dx))

@@ -5,9 +5,6 @@ for the obstacles refused in one line."""
 
 from mpi4py import MPI
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,7 +15,6 @@ from pdeladder.errors import UserInputError
 from pdeladder.solvers.channel_flow import RADII, ChannelFlow, draw_domain, fluid_mask
 from pdeladder.solvers.family import sample_generator
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 FAMILY = ChannelFlow()
 #: Largest |2 ranks - 1 rank| / max |1 rank| of a sample (measured: 3e-18).
 TWO_RANKS_BOUND = 1e-10
@@ -105,17 +101,9 @@ _TWO_RANKS = textwrap.dedent(
 
 
 @pytest.mark.mpi
-def test_two_ranks_solve_the_one_rank_sample(sample, tmp_path):
+def test_two_ranks_solve_the_one_rank_sample(sample, tmp_path, two_ranks):
     out = tmp_path / "two.npz"
-    done = subprocess.run(
-        [MPIEXEC, "-n", "2", sys.executable, "-c", _TWO_RANKS, str(out)],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    two_ranks(_TWO_RANKS, str(out))
     two = np.load(out)
     assert two["same"]  # every rank returns the whole sample
     gap = np.abs(two["fields"] - sample.fields).max() / np.abs(sample.fields).max()

@@ -7,9 +7,6 @@ benchmark 2D-1 on a coarse mesh against the published values."""
 from mpi4py import MPI
 
 import math
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -37,8 +34,6 @@ from pdeladder.solvers.geometry import (
     obstacle_tag,
     sample_on_grid,
 )
-
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 #: A channel with two holes, in metres.
 TWO_HOLES = Domain((1.0, 0.5), (Circle((0.3, 0.25), 0.1), Circle((0.7, 0.2), 0.06)))
@@ -254,19 +249,11 @@ _TWO_RANKS = textwrap.dedent(
 
 
 @pytest.mark.mpi
-def test_sampling_on_two_ranks_gives_the_one_rank_array(tmp_path):
+def test_sampling_on_two_ranks_gives_the_one_rank_array(tmp_path, two_ranks):
     from pdeladder.solvers.channel_flow.fem import SteadyFlow
 
     out = tmp_path / "two.npz"
-    done = subprocess.run(
-        [MPIEXEC, "-n", "2", sys.executable, "-c", _TWO_RANKS, str(out)],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    two_ranks(_TWO_RANKS, str(out))
     two = np.load(out)
     dm = domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.04, obstacle_size=0.01, order=2)
     flow = SteadyFlow(dm, DFG_2D1_PARAMS)

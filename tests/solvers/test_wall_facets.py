@@ -7,9 +7,6 @@ sample of a family with zero walls solved in two x slabs equals the serial one (
 from mpi4py import MPI
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -19,8 +16,6 @@ from dolfinx import mesh
 from pdeladder.solvers.checks import Target, two_ranks
 from pdeladder.solvers.fem import boundary_facets, box_mesh
 from pdeladder.solvers.registry import get_family
-
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])
@@ -57,17 +52,8 @@ _SLABS = textwrap.dedent(
 
 
 @pytest.mark.mpi
-def test_in_two_x_slabs_the_walls_are_the_ends_only():
-    done = subprocess.run(
-        [MPIEXEC, "-n", "2", sys.executable, "-c", _SLABS],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0.0, 1.0]  # not x = 9/16
+def test_in_two_x_slabs_the_walls_are_the_ends_only(two_ranks):
+    assert json.loads(two_ranks(_SLABS)[-1]) == [0.0, 1.0]  # not x = 9/16
 
 
 @pytest.mark.mpi
