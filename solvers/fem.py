@@ -69,6 +69,14 @@ def taylor_hood(msh: mesh.Mesh) -> tuple[fem.FunctionSpace, ...]:
     return W, *W.sub(0).collapse(), *W.sub(1).collapse()
 
 
+def part_of(state: fem.Function, space: fem.FunctionSpace, dofs: Any) -> fem.Function:
+    """A copy of the part of the mixed ``state`` at ``dofs`` (:func:`taylor_hood`'s
+    ``u_dofs``/``p_dofs``), in its collapsed ``space``."""
+    part = fem.Function(space)
+    part.x.array[:] = state.x.array[dofs]
+    return part
+
+
 def slab_cell_owners(grid: SlabGrid) -> np.ndarray:
     """The rank of each column of cells along x, ``(cells,)`` int32: column ``i`` (between x rows
     ``i`` and ``i + 1``) goes to the rank whose slab holds row ``i``, but the last column goes

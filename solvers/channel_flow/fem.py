@@ -58,7 +58,7 @@ from pdeladder.solvers.channel_flow import (
     viscosity,
 )
 from pdeladder.solvers.family import SolveStats
-from pdeladder.solvers.fem import l2_norm, taylor_hood
+from pdeladder.solvers.fem import l2_norm, part_of, taylor_hood
 from pdeladder.solvers.geometry.domain import Circle, Domain
 from pdeladder.solvers.geometry.mesh import INLET, OUTLET, WALLS, DomainMesh, domain_mesh
 from pdeladder.solvers.geometry.sample import evaluate
@@ -166,15 +166,11 @@ class SteadyFlow:
 
     def velocity(self) -> fem.Function:
         """A copy of ``u`` in the P2 vector space :attr:`V`."""
-        u = fem.Function(self.V)
-        u.x.array[:] = self.state.x.array[self.u_dofs]
-        return u
+        return part_of(self.state, self.V, self.u_dofs)
 
     def pressure(self) -> fem.Function:
         """A copy of the kinematic pressure ``p`` (m²/s²) in the P1 space :attr:`Q`."""
-        p = fem.Function(self.Q)
-        p.x.array[:] = self.state.x.array[self.p_dofs]
-        return p
+        return part_of(self.state, self.Q, self.p_dofs)
 
     def force(self, obstacle: int = 0) -> np.ndarray:
         """The force per unit density and depth that the fluid exerts on obstacle ``obstacle``,

@@ -58,6 +58,7 @@ from pdeladder.solvers.fem import (
     grid_mesh,
     l2_norm,
     make_ksp,
+    part_of,
     solve_checked,
     taylor_hood,
 )
@@ -250,14 +251,11 @@ class TaylorHoodFlow(TimeStepper):
 
     def velocity(self) -> fem.Function:
         """A copy of ``u^n`` in the P2 vector space :attr:`V`."""
-        u = fem.Function(self.V)
-        u.x.array[:] = self.state.x.array[self.u_dofs]
-        return u
+        return part_of(self.state, self.V, self.u_dofs)
 
     def pressure(self) -> fem.Function:
         """A copy of ``p^n`` in the P1 space :attr:`Q`, shifted to zero mean (unit box)."""
-        p = fem.Function(self.Q)
-        p.x.array[:] = self.state.x.array[self.p_dofs]
+        p = part_of(self.state, self.Q, self.p_dofs)
         owned = self.Q.dofmap.index_map.size_local
         local = np.dot(self._p_weights.array[:owned], p.x.array[:owned])
         p.x.array[:] -= self.msh.comm.allreduce(local, op=MPI.SUM)
