@@ -94,7 +94,7 @@ else:
 """
 
 
-@pytest.mark.parametrize("shared", ["path", "s3"])
+@pytest.mark.parametrize("shared", ["path", pytest.param("s3", marks=pytest.mark.slow)])  # CI time
 def test_a_campaign_spreads_over_the_nodes_and_equals_one_machines(
     shared: str, ray_local: None, tmp_path: Path
 ) -> None:
