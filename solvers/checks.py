@@ -54,6 +54,9 @@ RESIDUAL_DROP = 0.7
 NOISE, NOISE_RISE = 0.1, 10.0
 #: Largest |2-rank − serial| / max |serial| (docs/curriculum.md, "One sample on K ranks").
 TWO_RANKS_BOUND = 1e-6
+#: Largest |walls' value − solver's| / max |solver's| where a family sets its own walls
+#: (float32 data against its conditions in float64).
+WALL_BOUND = 1e-6
 #: Modules the pure part of a family must not load.
 FEM_MODULES = ("dolfinx", "petsc4py", "ufl", "basix")
 
@@ -107,7 +110,8 @@ class Target:
         parameters."""
         f = torch.as_tensor(fields).double().movedim(0, 1)[None]
         params = torch.from_numpy(self.family.check_params(self.dim).vector())[None]
-        return float(torch.sqrt(torch.mean(self.family.residual(f, params, grid) ** 2)))
+        walled = self.family.with_walls(f, params, grid)
+        return float(torch.sqrt(torch.mean(self.family.residual(walled, params, grid) ** 2)))
 
 
 # -- declarations --------------------------------------------------------------------------------
@@ -362,10 +366,12 @@ def symmetry(t: Target) -> CheckResult:
 
 def walls(t: Target) -> CheckResult:
     """Every predicted channel but a pressure declares its wall condition, one kind per family,
-    and the solver's data are 0 on the walls of a ``"zero"`` channel. A family with a
+    unless the family completes its walls itself (:meth:`~Family.with_walls`); and the solver's
+    data hold the values the walls set: 0 on the walls of a ``"zero"`` channel, the family's
+    own values (to :data:`WALL_BOUND` of the largest) where it sets them. A family with a
     :data:`~pdeladder.solvers.family.MASK` has boundaries that are not its box's walls (an
     inflow, an outflow, obstacles): its channels may declare none."""
-    from pdeladder.solvers.stencils import with_walls
+    from pdeladder.solvers.stencils import inner_points
 
     fam = t.family
     channels = fam.channels_for(t.dim)
@@ -377,14 +383,21 @@ def walls(t: Target) -> CheckResult:
             all(c.wall is not None for c in channels if c.role == "output" and c.name != "p")
             or (fam.steady and declared == [None, "zero"])
             or MASK in fam.channel_names(t.dim)
+            or fam.walls_own()
         ),
     }
-    gap = 0.0
-    if "zero" in declared:
-        completed = with_walls(fields, declared, [[False] * len(declared)] * t.dim, t.dim)
+    if "zero" in declared or fam.walls_own():
+        params = torch.from_numpy(t.sample.params.vector())[None]
+        ends = [(True, True)] * t.dim
+        completed = inner_points(fam.with_walls(fields, params, t.sample.grid), fields.shape, ends)
         gap = float((completed - fields).abs().max() / fields.abs().max())
-        problems[f"the solver's data are not 0 on 'zero' walls ({gap:.1e} of max)"] = gap != 0
+        bound = WALL_BOUND if fam.walls_own() else 0.0
+        problems[f"the solver's data do not hold their walls' values ({gap:.1e} of max)"] = not (
+            gap <= bound
+        )
     figure = ", ".join(f"{c.name}: {c.wall}" for c in channels)
+    if fam.walls_own():
+        figure += "; completed by the family"
     return result("walls", figure, problems)
 
 

@@ -260,6 +260,44 @@ class Family(ABC):
             discretisation error.
         """
 
+    def with_walls(
+        self, fields: Any, params: Any, grid: Grid, ends: list[tuple[bool, bool]] | None = None
+    ) -> Any:
+        """``fields`` ``(B, C, T, X, Y, Z)`` (all channels, physical units, the model's axis
+        order) completed by the family's boundary conditions on the walls they hold, so that
+        :meth:`residual` on the result poses its equations with them. The trainer's equation
+        loss, residual scores and refinement call it before :meth:`residual`.
+
+        Args:
+            fields: the fields, torch.
+            params: ``(B, P)`` physical parameters, torch.
+            grid: the global grid (a slab of it holds the x rows its ``ends`` say).
+            ends: per active axis, whether ``fields`` hold its low and high wall (a slab of the
+                global grid holds x's walls only at the global ends); default every wall.
+
+        Returns the completed fields: the points a Dirichlet condition fixes set to their
+        values, and, past a wall whose condition is on the derivative, one ghost plane (the
+        grid grows by one point at that end). Ghost planes go past every wall held of an axis,
+        or past none of it. Snapshot 0 of a time series is the given initial state: the caller
+        keeps it as it was at the points ``fields`` had.
+
+        The default is each channel's :attr:`Channel.wall`
+        (:func:`~pdeladder.solvers.stencils.with_walls`). A family whose conditions differ
+        between walls or are not homogeneous (an inflow profile, a heat-transfer coefficient)
+        overrides it, and then needs no :attr:`Channel.wall`.
+        """
+        from pdeladder.solvers import stencils  # torch: not loaded by the family's description
+
+        channels = self.channels_for(grid.dim)
+        along = {name: v.index(name) for v in self.vectors for name in v}
+        odd = [[along.get(c.name) == a for c in channels] for a in range(grid.dim)]
+        return stencils.with_walls(fields, [c.wall for c in channels], odd, grid.dim, ends)
+
+    @classmethod
+    def walls_own(cls) -> bool:
+        """Whether the family completes its walls itself (overrides :meth:`with_walls`)."""
+        return cls.with_walls is not Family.with_walls
+
     def manufactured_error(
         self, dim: int, cells: int, steps: int, comm: Any, study: Literal["space", "time"]
     ) -> float:

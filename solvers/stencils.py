@@ -113,6 +113,20 @@ def with_walls(
     return mirrored(out, odd, dim, ends) if "no_flux" in walls else out
 
 
+def inner_points(
+    completed: torch.Tensor, shape: tuple[int, ...], ends: list[tuple[bool, bool]]
+) -> torch.Tensor:
+    """The view of ``completed``, fields completed by their walls (:func:`with_walls`,
+    :meth:`~pdeladder.solvers.family.Family.with_walls`), at the points of the fields of ``shape``
+    ``(B, C, T, X, Y, Z)`` it was completed from: an axis that grew has one ghost plane past
+    each wall that ``ends`` (per active axis) holds of it."""
+    for a, (low, _) in enumerate(ends):
+        axis = len(shape) - 3 + a
+        grown = completed.shape[axis] - shape[axis]
+        completed = completed.narrow(axis, 1 if grown and low else 0, shape[axis])
+    return completed
+
+
 def mirrored(
     f: torch.Tensor, odd: list[list[bool]], dim: int, ends: list[tuple[bool, bool]]
 ) -> torch.Tensor:

@@ -89,27 +89,41 @@ def check_steps(steps: int | str) -> int:
 
 
 def held_mask(
-    fam: Family, fields: torch.Tensor, predicted: torch.Tensor, dim: int, slab: Slab
+    fam: Family, fields: torch.Tensor, predicted: torch.Tensor, grid, slab: Slab
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which values of ``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` the refinement holds,
-    and which of those are zero-wall points, set to 0 (both ``(C_f, T, X, Y, Z)`` bool).
+    """Which values of ``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` of the global ``grid``
+    the refinement holds, and which of those are wall points, set by the family's boundary
+    conditions (both ``(C_f, T, X, Y, Z)`` bool).
 
     Held: the channels not ``predicted`` ``(C_f,)``, snapshot 0 of a time series (on the slab
-    holding it) and the points of the predicted channels' zero walls (x's only at the global
-    ends) after snapshot 0, as :func:`~pdeladder.trainer.losses.equation.walled` sets them."""
+    holding it) and, after snapshot 0, the points of the predicted channels that
+    :meth:`Family.with_walls` sets (x's walls only at the global ends), as
+    :func:`~pdeladder.trainer.losses.equation.walled` sets them: those whose completed value
+    does not depend on the fields."""
     shape = fields.shape[1:]
     inputs = ~predicted.reshape(-1, 1, 1, 1, 1).expand(shape)
     first = torch.zeros(shape, dtype=torch.bool)
     if slab.shape[0] > 1 and slab.lo[0] == 0:
         first[:, 0] = True
-    zero = [c.wall if c.wall == "zero" else None for c in fam.channels_for(dim)]
     walls = torch.zeros(shape, dtype=torch.bool)
-    if "zero" in zero:
-        ones = torch.ones((1, *shape), dtype=torch.float32)
-        odd = [[False] * len(zero)] * dim
-        set_to_zero = stencils.with_walls(ones, zero, odd, dim, wall_ends(slab, dim))[0] == 0
-        walls = set_to_zero & ~inputs & ~first
+    if fam.walls_own() or "zero" in [c.wall for c in fam.channels_for(grid.dim)]:
+        ends = wall_ends(slab, grid.dim)
+        probe = torch.rand((2, *shape), generator=torch.Generator().manual_seed(0))
+        probe = probe.double() + 1.0  # two fields that differ at every point, nowhere 0
+        params = torch.tensor(np.array([fam.Params().vector()] * 2), dtype=torch.float64)
+        out = stencils.inner_points(fam.with_walls(probe, params, grid, ends), probe.shape, ends)
+        walls = (out[0] == out[1]) & ~inputs & ~first
     return inputs | first | walls, walls
+
+
+def with_walls_set(
+    fam: Family, fields: torch.Tensor, params: torch.Tensor, grid, slab: Slab, walls: torch.Tensor
+) -> torch.Tensor:
+    """``fields`` ``(b, C_f, T, X, Y, Z)`` on ``slab`` with the ``walls`` points
+    (:func:`held_mask`) at the values the family's boundary conditions give them."""
+    ends = wall_ends(slab, grid.dim)
+    out = stencils.inner_points(fam.with_walls(fields, params, grid, ends), fields.shape, ends)
+    return torch.where(walls, out, fields)
 
 
 def refine(
@@ -140,11 +154,11 @@ def refine(
 
     Returns:
         :class:`Refined`, in ``fields``' dtype; the held values (:func:`held_mask`) exactly
-        as given, zero walls 0.
+        as given, the wall points at their conditions' values.
     """
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
-    masks = held_mask(fam, fields, predicted.cpu(), grid.dim, slab)
+    masks = held_mask(fam, fields, predicted.cpu(), grid, slab)
     held, walls = (m.to(fields.device) for m in masks)
     physics = params.double()
     squares = partial(
@@ -163,7 +177,8 @@ def refine(
         if observe is not None:
             observe(k, x.to(fields.dtype))
 
-    x, values = lbfgs(objective, fields.masked_fill(walls, 0.0).double(), steps, domain, seen)
+    start = with_walls_set(fam, fields.double(), physics, grid, slab, walls)
+    x, values = lbfgs(objective, start, steps, domain, seen)
     return Refined(x.to(fields.dtype), values)
 
 
@@ -185,8 +200,10 @@ def free_values(
 ) -> torch.Tensor:
     """The flat indices ``(F,)`` into a sample's values ``(C_f, T, X, Y, Z)`` on the grid
     ``shape`` that a refinement moves: those :func:`held_mask` does not hold."""
+    fam = get_family(family_name)
+    grid = fam.grid(dim, shape[1], shape[0])
     probe = torch.empty((1, len(predicted), *shape), device="meta")
-    held = held_mask(get_family(family_name), probe, predicted.cpu(), dim, Slab.whole(shape))[0]
+    held = held_mask(fam, probe, predicted.cpu(), grid, Slab.whole(shape))[0]
     return (~held).flatten().nonzero().squeeze(1)
 
 
@@ -443,7 +460,7 @@ def least_squares(
         ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
 
     Returns:
-        :class:`Refined`: the held values (:func:`held_mask`) as given, zero walls 0; the
+        :class:`Refined`: the held values (:func:`held_mask`) as given, wall points set; the
         relative residual at the start and after each iteration (an iteration that no longer
         lowers it ends the sample's: its value repeats).
     """
@@ -463,13 +480,14 @@ def least_squares(
                              grid, iterations, seen)  # fmt: skip
         return Refined(done.fields.to(device), done.residual.to(device))
     fam = get_family(family_name)
-    held, walls = held_mask(fam, fields, predicted.cpu(), grid.dim, Slab.whole(fields.shape[2:]))
+    whole = Slab.whole(fields.shape[2:])
+    held, walls = held_mask(fam, fields, predicted.cpu(), grid, whole)
     free = (~held).flatten().nonzero().squeeze(1)
     if len(free) > (limit := direct_limit(fields.shape[2:], grid.dim)):
         raise ValueError(f"samples of at most {limit} free values, not {len(free)}")
     ranges = reach(family_name, grid.dim, tuple(predicted.cpu().tolist()))
-    x = fields.masked_fill(walls, 0.0).double()
     physics = params.double()
+    x = with_walls_set(fam, fields.double(), physics, grid, whole, walls)
     scale = 1.0 / residual_squares(family_name, trivial.double(), physics, grid).clamp_min(1e-20)
     res, count = residual_points(family_name, x[:1], physics[:1], grid)
     out_shape = (res.shape[1], *res.shape[2:])  # (R, K, X', Y', Z')

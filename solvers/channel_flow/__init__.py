@@ -132,6 +132,34 @@ def fluid_mask(domain: Domain, grid: Grid, rows: tuple[int, int] | None = None) 
     return inside.astype(np.float64)
 
 
+def inflow(y: Any, inflow_speed: Any, height: float) -> Any:
+    """The parabolic inflow ``u(0, y) = 4 U y (H - y) / H²`` (m/s) at heights ``y`` (m), ``U`` the
+    ``inflow_speed``, ``H`` the channel's ``height`` (floats, arrays or tensors)."""
+    return 4 * inflow_speed * y * (height - y) / height**2
+
+
+def walls_set(
+    fields: torch.Tensor,
+    params: torch.Tensor,
+    grid: Grid,
+    ends: list[tuple[bool, bool]] | None,
+    names: list[str],
+) -> torch.Tensor:
+    """A channel family's boundary conditions on ``fields`` ``(B, C, T, X, Y, Z)`` (channels
+    ``mask, u, v, p``; ``params`` ``(B, P)`` named ``names``, ``inflow_speed`` among them), for
+    :meth:`~pdeladder.solvers.family.Family.with_walls`: ``u = v = 0`` on the walls ``y = 0,
+    H``, :func:`inflow` and ``v = 0`` at ``x = 0`` where ``ends`` says the fields hold it."""
+    out = fields.clone()
+    out[:, 1:3, :, :, 0] = 0.0
+    out[:, 1:3, :, :, -1] = 0.0
+    if ends is None or ends[0][0]:
+        y = torch.arange(fields.shape[4], dtype=fields.dtype, device=fields.device)
+        speed = params[:, names.index("inflow_speed")].reshape(-1, 1, 1)  # (B, T, Y)
+        out[:, 1, :, 0, :, 0] = inflow(y * grid.spacing[1], speed, grid.lengths[1])
+        out[:, 2, :, 0] = 0.0
+    return out
+
+
 def stencil_inside(mask: torch.Tensor) -> torch.Tensor:
     """Where a centred 5-point stencil lies in the fluid: ``mask`` ``(..., T, X, Y, Z)`` (2D)
     is 1 at the point and its four neighbours; ``(..., T, X-2, Y-2, 1)``, 0 or 1."""
@@ -186,6 +214,19 @@ class ChannelFlow(Family):
         0."""
         mask = fluid_mask(draw_domain(rng), grid, grid.drawn_rows(comm))
         return np.stack([mask, *[np.zeros_like(mask)] * 3])
+
+    def with_walls(
+        self,
+        fields: torch.Tensor,
+        params: torch.Tensor,
+        grid: Grid,
+        ends: list[tuple[bool, bool]] | None = None,
+    ) -> torch.Tensor:
+        """The walls' and the inlet's velocity set: no slip ``u = v = 0`` on the walls
+        ``y = 0, H``, the parabolic inflow :func:`inflow` and ``v = 0`` at ``x = 0`` where
+        ``fields`` ``(B, C, T, X, Y, Z)`` hold it (``ends``); the outlet (a do-nothing
+        condition), the mask and the pressure as they are."""
+        return walls_set(fields, params, grid, ends, self.Params.names())
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         """Momentum x, y and continuity at the interior points whose stencil lies in the fluid

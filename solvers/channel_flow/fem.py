@@ -55,6 +55,7 @@ from pdeladder.solvers.channel_flow import (
     Flow,
     draw_domain,
     fluid_mask,
+    inflow,
     viscosity,
 )
 from pdeladder.solvers.family import SolveStats
@@ -111,12 +112,10 @@ class SteadyFlow:
         no_slip = np.concatenate([dm.facets.find(t) for t in (WALLS, *dm.obstacle_tags())])
         if exact is None:
             height, speed = dm.domain.lengths[1], flow.inflow_speed
-            inflow = fem.Function(self.V)
-            inflow.interpolate(
-                lambda x: np.stack([4 * speed * x[1] * (height - x[1]) / height**2, 0 * x[0]])
-            )
+            profile = fem.Function(self.V)
+            profile.interpolate(lambda x: np.stack([inflow(x[1], speed, height), 0 * x[0]]))
             self.bcs = [
-                fem.dirichletbc(inflow, self._dofs(dm.facets.find(INLET)), self.W.sub(0)),
+                fem.dirichletbc(profile, self._dofs(dm.facets.find(INLET)), self.W.sub(0)),
                 fem.dirichletbc(fem.Function(self.V), self._dofs(no_slip), self.W.sub(0)),
             ]
         else:

@@ -84,15 +84,45 @@ def test_zero_flux_walls_conserve_the_total(dim):
 
 
 def test_in_1d_the_residual_falls_with_resolution_and_the_initial_field_meets_the_walls():
-    """The 1D contract sample (Pe = 20, :meth:`check_params`): its residual falls under
+    """The 1D contract sample (Pe = 10, :meth:`check_params`): its residual falls under
     refinement (it grew 1.6-fold when the initial field ignored the walls' zero total flux, a
     layer of width sqrt(ε t) no grid resolves), and snapshot 0 is 0 on the walls."""
     fam = get_family("advection_diffusion")
     target = Target(fam, 1)
-    assert target.sample.params.peclet == 20.0
+    assert target.sample.params.peclet == 10.0
     assert_passed(checks.residual(target))
     u0 = target.sample.fields[0, 0, :, 0, 0]
     assert max(abs(u0[0]), abs(u0[-1])) < 1e-12 * np.abs(u0).max()
+
+
+@pytest.mark.parametrize("completion", ["total_flux", "mirrored"])
+def test_in_1d_the_walls_hold_the_zero_total_flux(completion):
+    """The steady outflow layer ``u = e^{Pe (x - 1)}`` (``b = U``, ``ε = U / Pe``) has zero total
+    flux on both walls: completed by the family's walls, its residual, posed on the walls too,
+    falls ``2^1.5``-fold when ``h`` halves (first order at the two wall points, whose ghost
+    values carry the condition's ``h³ u‴ / 3``, second order inside: an rms over ``1/h``
+    points); completed by mirrored planes (``∂u/∂x = 0``, the 2D/3D condition), it stays at
+    the walls' mismatch."""
+    fam = get_family("advection_diffusion")
+    params = torch.tensor([[20.0, 1.0, 0.25, 0.15]], dtype=torch.float64)
+
+    def rms(n: int) -> float:
+        grid = fam.grid(1, n, 3)
+        x = torch.linspace(0, 1, n, dtype=torch.float64)
+        u = torch.exp(20.0 * (x - 1)).expand(3, n)
+        fields = torch.stack([u, torch.ones_like(u)])[None, ..., None, None]  # (1, 2, T, X, 1, 1)
+        if completion == "total_flux":
+            walled = fam.with_walls(fields, params, grid)
+        else:
+            walled = stencils.with_walls(fields, ["no_flux", None], [[False, True]], 1)
+        assert walled.shape[3] == n + 2
+        return float(fam.residual(walled, params, grid).square().mean().sqrt())
+
+    ratio = rms(65) / rms(129)
+    if completion == "total_flux":
+        assert ratio == pytest.approx(2**1.5, rel=0.1)
+    else:
+        assert ratio < 1.5, ratio
 
 
 @pytest.mark.parametrize(("resolution", "peclet", "says"), [

@@ -64,12 +64,15 @@ def broken(tmp_path, monkeypatch):
 
 
 @pytest.mark.mpi
-def test_a_family_declaring_the_wrong_walls_fails_that_check_only(broken):
+def test_a_family_declaring_the_wrong_walls_fails_the_walls_and_the_residual(broken):
+    """Heat declaring ``"zero"`` walls for its no-flux solve: its data are not 0 there, and
+    its residual, on the data completed by the declared walls, no longer falls."""
     results = run_checks(broken.WrongWalls(), dim=2, studies={"space": ((8, 16), None)})
     assert [r.name for r in results] == NAMES
-    failed = [r for r in results if not r.passed]
-    assert [r.name for r in failed] == ["walls"], failed
-    assert "not 0 on 'zero' walls" in failed[0].detail and "\n" not in failed[0].detail
+    failed = {r.name: r for r in results if not r.passed}
+    assert sorted(failed) == ["residual", "walls"], failed
+    assert "do not hold their walls' values" in failed["walls"].detail
+    assert "\n" not in failed["walls"].detail
 
 
 def test_a_rate_below_the_declared_one_fails_the_study(broken):

@@ -203,7 +203,7 @@ def test_the_time_rule_is_fourth_order():
         space = torch.cos(torch.pi * x)[:, None] * torch.cos(torch.pi * x)[None, :]
         u = (torch.exp(lam * kappa * t)[:, None, None] * space)[None, None, ..., None]
         params = torch.tensor([[kappa, 0.2]], dtype=torch.float64)
-        r = step_residual(fam, walled(fam, u, 2, Slab.whole(u.shape[2:])), params, grid)
+        r = step_residual(fam, walled(fam, u, params, grid, Slab.whole(u.shape[2:])), params, grid)
         return float(r.square().mean().sqrt())
 
     errors = [residual(s) for s in (9, 17, 33)]
@@ -257,7 +257,7 @@ def test_the_residual_is_second_order_on_the_walls_too():
         space = torch.cos(torch.pi * x)[:, None] * torch.cos(torch.pi * x)[None, :]
         u = (torch.exp(-2 * kappa * torch.pi**2 * t)[:, None, None] * space)[None, None, ..., None]
         params = torch.tensor([[kappa, 0.2]], dtype=torch.float64)
-        x = walled(fam, u, 2, Slab.whole(u.shape[2:]))
+        x = walled(fam, u, params, grid, Slab.whole(u.shape[2:]))
         r = step_residual(fam, x, params, grid)
         assert r.shape[3:5] == (n, n)  # the walls are residual points
         return float(r.square().mean().sqrt())

@@ -151,8 +151,8 @@ def residual_shapes(
     with ``n_params`` parameters, found once per shape on the meta device (nothing is computed
     or allocated)."""
     fam = get_family(family_name)
-    probe = walled(fam, torch.empty(shape, device="meta"), grid.dim, Slab.whole(shape[2:]))
     params = torch.empty((1, n_params), device="meta")
+    probe = walled(fam, torch.empty(shape, device="meta"), params, grid, Slab.whole(shape[2:]))
     return probe.shape, step_residual(fam, probe, params, grid).shape
 
 
@@ -251,7 +251,7 @@ def residual_points(
     before = halos["t"][1] if "t" in halos and slab.lo[0] > 0 else 0  # t halo got, if split
     res = step_residual(
         fam,
-        walled(fam, extended(fields, domain, halos), grid.dim, slab),
+        walled(fam, extended(fields, domain, halos), params, grid, slab),
         params,
         grid,
         first=slab.lo[0] - before,
@@ -318,18 +318,20 @@ def family_views(
     return out
 
 
-def walled(fam: Family, fields: torch.Tensor, dim: int, slab: Slab) -> torch.Tensor:
+def walled(
+    fam: Family, fields: torch.Tensor, params: torch.Tensor, grid, slab: Slab
+) -> torch.Tensor:
     """``fields`` ``(b, C_f, T, X, Y, Z)`` of ``fam`` on ``slab`` (extended by its halos)
-    completed by the channels' wall conditions (:func:`~pdeladder.solvers.stencils.with_walls`)
-    on the walls the slab holds (x's only at the global ends: a slab splits x alone); snapshot 0
-    of a time series, the given initial state, is not set."""
-    channels = fam.channels_for(dim)
-    walls = [c.wall for c in channels]
-    along = {name: v.index(name) for v in fam.vectors for name in v}
-    odd = [[along.get(c.name) == a for c in channels] for a in range(dim)]
-    out = stencils.with_walls(fields, walls, odd, dim, wall_ends(slab, dim))
-    if slab.shape[0] > 1 and slab.lo[0] == 0 and "zero" in walls:
-        out = torch.cat([fields[:, :, :1], out[:, :, 1:]], dim=2)
+    completed by the family's boundary conditions (:meth:`Family.with_walls`, with the physical
+    ``params`` ``(b, P_f)`` and the global ``grid``) on the walls the slab holds (x's only at the
+    global ends: a slab splits x alone); snapshot 0 of a time series, the given initial state,
+    keeps its values."""
+    ends = wall_ends(slab, grid.dim)
+    out = fam.with_walls(fields, params, grid, ends)
+    sets = fam.walls_own() or "zero" in [c.wall for c in fam.channels_for(grid.dim)]
+    if slab.shape[0] > 1 and slab.lo[0] == 0 and sets:
+        out = out.clone()
+        stencils.inner_points(out, fields.shape, ends)[:, :, :1] = fields[:, :, :1]
     return out
 
 
