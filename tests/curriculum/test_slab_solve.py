@@ -46,6 +46,7 @@ BOUNDS = {
     "darcy": 1e-6,
     "advection_diffusion": 1e-6,
     "navier_stokes": 1e-6,
+    "channel_flow": 1e-6,
 }
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
