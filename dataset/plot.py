@@ -25,11 +25,17 @@ from pdeladder.solvers.grid import Grid
 MAX_SNAPSHOTS = 6
 
 
-def box_image(ax: Any, plane: np.ndarray, grid: Grid, **style: Any) -> Any:
+def box_image(
+    ax: Any, plane: np.ndarray, grid: Grid, outside: np.ndarray | None = None, **style: Any
+) -> Any:
     """Draw the ``(X, Y)`` ``plane`` in the box's coordinates: pixel centres on the grid
-    points, axes from 0 to the box's lengths, labelled ``x`` and ``y``."""
+    points, axes from 0 to the box's lengths, labelled ``x`` and ``y``; with ``outside``
+    ``(X, Y)`` bool (the points outside a domain that is not the whole box), its outline."""
     (hx, hy), (lx, ly) = (h / 2 for h in grid.spacing[:2]), grid.lengths[:2]
     im = ax.imshow(plane.T, origin="lower", extent=(-hx, lx + hx, -hy, ly + hy), **style)
+    if outside is not None and outside.any():
+        ax.contour(grid.axis(0), grid.axis(1), ~outside.T, levels=[0.5], colors="k",
+                   linewidths=0.6)  # fmt: skip
     ax.set_xlim(0, lx)
     ax.set_ylim(0, ly)
     ax.set_xlabel("x", fontsize=8)
@@ -95,10 +101,8 @@ def sample_figure(
             ax.set_xlabel("x", fontsize=8)
             ax.set_ylabel(with_units(chan.name, chan.units), fontsize=8)
         else:
-            im = box_image(ax, shown[k, :, :, z], grid, vmin=lo, vmax=hi)
-            if outside is not None:  # the domain's outline
-                ax.contour(x, grid.axis(1), ~outside[:, :, z].T, levels=[0.5], colors="k",
-                           linewidths=0.6)  # fmt: skip
+            edge = None if outside is None else outside[:, :, z]
+            im = box_image(ax, shown[k, :, :, z], grid, edge, vmin=lo, vmax=hi)
             if c in constant or col == len(picks) - 1:
                 fig.colorbar(im, ax=ax, shrink=0.8, label=with_units(chan.name, chan.units))
         ax.set_title(f"{chan.name} ({chan.long_name}), {when}", fontsize=8)

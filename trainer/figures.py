@@ -56,7 +56,7 @@ def rollout_figure(
 ) -> Figure:
     """Prediction, truth and error of one sample, ``pred`` and ``truth`` ``(C, T, X, Y, Z)``
     physical (the predicted ``channels`` only; NaN outside a domain that is not the whole box,
-    drawn blank, so that its outline shows), at the :func:`shown_times`.
+    drawn blank and outlined), at the :func:`shown_times`.
 
     2D/3D (3D: the ``z = 0.5`` plane): per channel three rows (prediction, truth, error) and
     one column per time; prediction and truth on one colour scale (their joint range over the
@@ -93,6 +93,7 @@ def rollout_figure(
         fig.suptitle(title, fontsize=10)
         return fig
     z = truth.shape[-1] // 2
+    outside = np.isnan(truth[0, 0, :, :, z])  # (X, Y): outside the domain, drawn outlined
     fig = Figure(figsize=(2.6 * len(times) + 1.2, 2.3 * 3 * len(channels)), layout="constrained")
     axes = fig.subplots(3 * len(channels), len(times), squeeze=False, sharex=True, sharey=True)
     for c, chan in enumerate(channels):
@@ -102,15 +103,18 @@ def rollout_figure(
         rows = axes[3 * c : 3 * c + 3]
         for j, k in enumerate(times):
             for row, (kind, plane) in enumerate((("prediction", p[j]), ("truth", u[j]))):
-                im = box_image(rows[row, j], plane, grid, vmin=lo, vmax=hi, cmap="viridis")
+                im = box_image(rows[row, j], plane, grid, outside, vmin=lo, vmax=hi, cmap="viridis")
                 rows[row, j].set_title(f"{chan.name} {kind}, {when(grid, k)}", fontsize=8)
-            bad = box_image(rows[2, j], p[j] - u[j], grid, vmin=-worst, vmax=worst, cmap=ERROR_CMAP)
+            error = p[j] - u[j]
+            bad = box_image(
+                rows[2, j], error, grid, outside, vmin=-worst, vmax=worst, cmap=ERROR_CMAP
+            )
             rows[2, j].set_title(f"{chan.name} error, {when(grid, k)}", fontsize=8)
         fig.colorbar(im, ax=list(rows[:2].flat), shrink=0.8, label=label(chan))
         fig.colorbar(bad, ax=list(rows[2]), shrink=0.8, label=f"error in {chan.name}")
     for ax in axes.flat:
-        ax.label_outer()  # one unit box: its coordinates on the left column and bottom row
-    plane = " (z = 0.5 plane)" if grid.dim == 3 else ""
+        ax.label_outer()  # one box: its coordinates on the left column and bottom row
+    plane = f" (z = {grid.axis(2)[z]:g} plane)" if grid.dim == 3 else ""
     fig.suptitle(title + plane, fontsize=10)
     return fig
 
