@@ -163,35 +163,32 @@ def test_grids_that_cut_a_layer_or_miss_a_hot_spot_are_refused_in_one_line():
 
 # -- the spreading-resistance benchmark ----------------------------------------------------------
 
-#: A silicon die on a copper spreader, 10 mm wide, heated at 100 W/cm² on an eccentric patch of
-#: 2 mm (x 2 mm in 3D), under a sink of 1e4 W/m²/K.
-LAYERS = ((0.5e-3, 130.0), (1.5e-3, 390.0))
-STRIP_PATCH, CHANNEL_PATCH = ((2e-3, 4e-3),), ((2e-3, 4e-3), (3e-3, 5e-3))
-
-
-def channel(patch):
-    from pdeladder.solvers.chip_stack.fem import FluxChannel
-
-    return FluxChannel(WIDTH, LAYERS, patch, flux=1e6, sink=1e4)
-
 
 def test_the_series_converges_as_its_tail_says():
     # the terms fall as m^-3, so the tail past M as M^-2: tenfold terms, a hundredfold closer
     # (2D); twice the terms per axis, four times closer (3D)
-    from pdeladder.solvers.chip_stack.fem import series_source_temperature
+    from pdeladder.solvers.chip_stack.fem import (
+        BENCHMARK_CHANNEL,
+        BENCHMARK_STRIP,
+        series_source_temperature,
+    )
 
-    for patch, terms, factor in ((STRIP_PATCH, 1000, 10), (CHANNEL_PATCH, 250, 2)):
-        values = [series_source_temperature(channel(patch), terms * factor**i) for i in range(3)]
+    for channel, terms, factor in ((BENCHMARK_STRIP, 1000, 10), (BENCHMARK_CHANNEL, 250, 2)):
+        values = [series_source_temperature(channel, terms * factor**i) for i in range(3)]
         ratio = (values[1] - values[0]) / (values[2] - values[1])
-        assert ratio == pytest.approx(factor**2, rel=0.1), patch
+        assert ratio == pytest.approx(factor**2, rel=0.1), channel
 
 
 def test_the_strip_reproduces_the_series():
     # measured: mean patch temperature 1.2e-5, spreading resistance 6.1e-5 below the series
-    from pdeladder.solvers.chip_stack.fem import fem_source_temperature, series_source_temperature
+    from pdeladder.solvers.chip_stack.fem import (
+        BENCHMARK_STRIP,
+        fem_source_temperature,
+        reference_source_temperature,
+    )
 
-    c = channel(STRIP_PATCH)
-    exact = series_source_temperature(c, 1_000_000)
+    c = BENCHMARK_STRIP
+    exact = reference_source_temperature(c)
     fem, _ = fem_source_temperature(c, (160, 64))
     assert fem == pytest.approx(exact, rel=5e-5)
     one_d = c.one_dimensional_resistance()
@@ -202,12 +199,16 @@ def test_the_strip_reproduces_the_series():
 def test_the_rectangular_channel_reproduces_the_series_at_second_order():
     # the patch's edges (a jump of the flux) bound the order at 2: measured errors 6.9e-3 and
     # 1.7e-3 at 20² x 4 and 40² x 8 cells, and 1.5e-5 for their Richardson extrapolation
-    from pdeladder.solvers.chip_stack.fem import fem_source_temperature, series_source_temperature
+    from pdeladder.solvers.chip_stack.fem import (
+        BENCHMARK_CHANNEL,
+        fem_source_temperature,
+        reference_source_temperature,
+    )
 
-    c = channel(CHANNEL_PATCH)
-    coarse_terms, fine_terms = (series_source_temperature(c, n) for n in (1000, 2000))
-    exact = fine_terms + (fine_terms - coarse_terms) / 3  # the tail's terms^-2, extrapolated
-    coarse, fine = (fem_source_temperature(c, cells)[0] for cells in ((20, 20, 4), (40, 40, 8)))
+    exact = reference_source_temperature(BENCHMARK_CHANNEL)
+    coarse, fine = (
+        fem_source_temperature(BENCHMARK_CHANNEL, cells)[0] for cells in ((20, 20, 4), (40, 40, 8))
+    )
     assert fine == pytest.approx(exact, rel=2.5e-3)
     assert math.log2((exact - coarse) / (exact - fine)) > 1.9
     assert fine + (fine - coarse) / 3 == pytest.approx(exact, rel=1e-4)
