@@ -1,0 +1,139 @@
+"""The channel_wake family (solvers/channel_wake): the drag and lift summaries and their
+Strouhal number, the channel's wall conditions for the residual, a contract-sized sample (mask,
+outputs 0 outside the fluid, wall values, provenance, residual on solved and perturbed data),
+the BDF2 time order on the obstacle mesh; slow: the whole contract and DFG 2D-3 on a coarse
+mesh against the published bounds."""
+
+from mpi4py import MPI
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pdeladder.solvers import checks
+from pdeladder.solvers.channel_flow import DFG_2D1, draw_domain
+from pdeladder.solvers.channel_wake import (
+    DFG_2D3_BOUNDS,
+    DFG_2D3_PARAMS,
+    DFG_2D3_T_END,
+    ChannelWake,
+    channel_walls,
+    force_summary,
+)
+from pdeladder.solvers.family import sample_generator
+from pdeladder.solvers.testing import FamilyContract
+
+FAMILY = ChannelWake()
+
+
+@pytest.mark.slow
+class TestChannelWake(FamilyContract):
+    family = "channel_wake"
+    pure_inputs = False  # snapshot 0 is the end of the spin-up: the FEM part solves it
+    studies = {(2, "space"): (None, None), (2, "time"): (None, None)}  # noqa: RUF012
+
+
+@pytest.fixture(scope="module")
+def sample():
+    params = FAMILY.check_params(2)
+    s = FAMILY.run(params, FAMILY.grid(2, 17, FAMILY.check_snapshots, FAMILY.check_t_end), 3)
+    assert s.ok, s.stats.reason
+    return s
+
+
+def as_batch(fields: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(fields).double().movedim(0, 1)[None]
+
+
+def residual_rms(fields: np.ndarray, sample) -> float:
+    params = torch.from_numpy(sample.params.vector())[None]
+    r = FAMILY.with_walls(as_batch(fields), params, sample.grid)
+    return float(torch.sqrt(torch.mean(FAMILY.residual(r, params, sample.grid) ** 2)))
+
+
+def test_the_lift_history_gives_its_strouhal_number():
+    tau, mean, diameter, period = 0.01, 0.2, 0.6, 1.7
+    t = tau * np.arange(1, 1001)
+    history = np.stack(
+        [3 + 0.1 * np.cos(4 * math.pi * t / period), 0.5 * np.sin(2 * math.pi * t / period)], axis=1
+    )
+    summary = force_summary(history, tau, mean, diameter)
+    assert summary["strouhal"] == pytest.approx(diameter / (mean * period), rel=1e-4)
+    assert summary["c_D_max"] == pytest.approx(3.1, rel=1e-6)
+    assert summary["c_L_amplitude"] == pytest.approx(0.5, rel=1e-4)
+    steady = force_summary(np.full((100, 2), 2.0), tau, mean, diameter)
+    assert steady["strouhal"] is None and steady["c_L_max"] == 2.0
+
+
+@pytest.mark.parametrize("ends", [[(True, True), (True, True)], [(False, True), (True, True)]])
+def test_the_walls_are_the_inflow_and_no_slip_where_the_fields_hold_them(ends):
+    grid = FAMILY.grid(2, 9, 3)
+    fields = torch.randn(2, 4, 3, *grid.shape, dtype=torch.float64)
+    speed = torch.tensor([0.2, 0.5], dtype=torch.float64)
+    out = channel_walls(fields, speed, grid, ends)
+    y = torch.linspace(0, 2, 9, dtype=torch.float64)
+    inflow = speed[:, None, None] * (y * (2 - y))[None, None, :, None]  # 4 U y (H - y) / H²
+    assert not out[:, 1:3, :, :, [0, -1]].any()  # the walls y = 0, H
+    if ends[0][0]:
+        torch.testing.assert_close(out[:, 1, :, 0, 1:-1], inflow.expand(2, 3, 9, 1)[:, :, 1:-1])
+        assert not out[:, 2, :, 0].any()
+    else:
+        torch.testing.assert_close(out[:, :, :, 0, 1:-1], fields[:, :, :, 0, 1:-1])
+    torch.testing.assert_close(out[:, :, :, 1:, 1:-1], fields[:, :, :, 1:, 1:-1])  # the rest
+    torch.testing.assert_close(out[:, 0], fields[:, 0])  # the mask
+
+
+def test_a_sample_is_zero_outside_the_fluid_holds_its_walls_and_reports_forces(sample):
+    f = sample.fields
+    mask = f[:, 0]
+    assert np.array_equal(mask, np.broadcast_to(mask[0], mask.shape)) and 0 < mask.mean() < 1
+    assert not f[:, 1:][np.broadcast_to(mask[:, None] == 0, f[:, 1:].shape)].any()
+    params = torch.from_numpy(sample.params.vector())[None]
+    walled = FAMILY.with_walls(as_batch(f), params, sample.grid).movedim(1, 0)[0].numpy()
+    np.testing.assert_allclose(walled, f, rtol=0, atol=1e-6 * np.abs(f).max())
+    assert np.abs(np.diff(f[:, 1:3], axis=0)).max() > 1e-3  # it moves
+    obstacles = sample.provenance["obstacles"]
+    assert len(obstacles) == len(draw_domain(sample_generator(sample.seed)).obstacles)
+    assert all(o["c_D_max"] >= o["c_D_mean"] > 0 for o in obstacles)
+    assert sample.provenance["spin_up"]["seconds"] >= 9.0  # one convective time at 0.1 m/s
+
+
+def test_the_residual_is_small_on_the_solution_and_not_on_a_perturbed_one(sample):
+    solved = residual_rms(sample.fields, sample)
+    noise = np.random.default_rng(0).standard_normal(sample.fields.shape).astype(np.float32)
+    noise[:, 0] = 0
+    noise *= sample.fields[:, :1]  # the outputs stay 0 outside the fluid
+    scale = np.abs(sample.fields[:, 1:3]).max()
+    perturbed = residual_rms(sample.fields + 0.1 * scale * noise, sample)
+    assert 0 < solved < perturbed / 10, (solved, perturbed)
+
+
+def test_the_steps_are_second_order_in_time_on_the_obstacle_mesh():
+    result = checks.convergence(checks.Target(FAMILY, 2), "time")
+    assert result.passed, result
+
+
+@pytest.mark.slow
+def test_dfg_2d3_on_a_coarse_mesh_is_within_the_published_bounds_of_the_forces():
+    """DFG 2D-3 on cells of 0.04 m (0.01 m on the cylinder), 800 steps of 0.01 s (about a
+    minute): the maxima of c_D and c_L lie in the published bounds (measured: 2.9564 and
+    0.4894); Δp at 8 s does not yet (-0.102), the benchmark's finer mesh does."""
+    from pdeladder.solvers.channel_flow.fem import SteadyFlow
+    from pdeladder.solvers.channel_wake.fem import WakeFlow
+    from pdeladder.solvers.geometry import domain_mesh
+
+    dm = domain_mesh(DFG_2D1, MPI.COMM_SELF, 0.04, obstacle_size=0.01, order=2)
+    steady = SteadyFlow(dm, DFG_2D3_PARAMS)
+    steps = 800
+    history = []
+    speed = lambda t: math.sin(math.pi * t / DFG_2D3_T_END)  # noqa: E731
+    with WakeFlow(steady, DFG_2D3_T_END / steps, speed=speed) as flow:
+        for n, _ in flow.run(steps):
+            if n:
+                history.append(flow.coefficients(2 * DFG_2D3_PARAMS.inflow_speed / 3)[0])
+    c_d, c_l = np.max(history, axis=0)
+    for name, value in (("c_D_max", c_d), ("c_L_max", c_l)):
+        lo, hi = DFG_2D3_BOUNDS[name]
+        assert lo <= value <= hi, (name, value)
