@@ -113,6 +113,7 @@ class Stack:
 
     @property
     def die_thickness(self) -> float:
+        """The die's thickness (m)."""
         return THICKNESS * self.units[0] / UNITS
 
     def power_map(self, lateral: np.ndarray) -> np.ndarray:

@@ -108,8 +108,8 @@ def solve_conduction(
 
 def power_density(msh: mesh.Mesh, stack: Stack) -> tuple[Any, Any]:
     """The die's power density as a UFL expression (W/m³), and the DG0 indicator of the die it
-    multiplies: a background plus :data:`SPOTS`\\ [1] Gaussians, those the stack lacks of zero
-    amplitude, all of them :class:`~dolfinx.fem.Constant`\\ s."""
+    multiplies: the background plus as many Gaussians as a stack can have (``SPOTS[1]``), those
+    this stack lacks of zero amplitude, every number a :class:`~dolfinx.fem.Constant`."""
     s = msh.topology.dim - 1
     x = ufl.SpatialCoordinate(msh)
     spots = SPOTS[1]
@@ -137,7 +137,12 @@ def solve(
     """:meth:`Family.solve` of :class:`ChipStack`: the stack drawn from ``rng`` (as
     :meth:`~ChipStack.initial_fields` draws it), solved on the grid's mesh and sampled at its
     vertices; on a :class:`~pdeladder.solvers.grid.SlabGrid` of several ranks, this rank's
-    slab. Refuses a grid of another box or one whose mesh would cut a layer."""
+    slab. Refuses a grid of another box or one whose mesh would cut a layer.
+
+    The provenance reports the stack (layers, hot spots), the hot spot of the solution
+    (:func:`hot_spot`: ``hot_spot_temperature`` in K above the ambient, ``hot_spot_location``
+    in m), and the die's ``power`` and the ``sink_heat_flow`` ``∫ hθ`` over the sink, which
+    balance (both in ``heat_units``: W/m in 2D, W in 3D)."""
     box = family.box(grid.dim)
     if tuple(grid.lengths[: grid.dim]) != box:
         raise UserInputError(
