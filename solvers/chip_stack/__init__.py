@@ -21,14 +21,16 @@ whose total is the mean heat flux parameter times the footprint. The parameters 
 the sink coefficient :math:`h` and the smallest hot-spot width (the difficulty: a narrower spot
 is a sharper peak to resolve and to learn).
 
-Grid values of the inputs, which jump at the interfaces, follow one rule (:func:`layer_of_cells`):
-the point :math:`j` along :math:`s` holds the values of the layer above it, that of the cell
-:math:`[s_j, s_{j+1}]`, and the top point the top layer's. The residual (:meth:`ChipStack.
-residual`) is the finite-volume balance of the control volume :math:`[s_{j-1/2}, s_{j+1/2}]`
-around each point: face conductivity :math:`k_{j+1/2} = k_j` along :math:`s` (exact with that
-rule), the volume's mean :math:`(k_{j-1} + k_j)/2` laterally, and source :math:`(q_{j-1} +
-q_j)/2`. :meth:`ChipStack.with_walls` completes a sample by the walls' conditions, so that the
-residual holds on the walls too, and there pins the temperature level through the sink.
+Grid values of the inputs, which jump at the interfaces, follow one rule
+(:func:`layer_of_cells`): the point :math:`j` along :math:`s` holds the values of the layer
+above it, that of the cell :math:`[s_j, s_{j+1}]`, and the top point the top layer's. The
+residual (:meth:`ChipStack.residual`) is the finite-volume balance of the control volume
+:math:`[s_{j-1/2}, s_{j+1/2}]` around each point: face conductivity :math:`k_{j+1/2} = k_j`
+along :math:`s` (exact with that rule), the volume's mean :math:`(k_{j-1} + k_j)/2` laterally,
+and source :math:`(q_{j-1} + q_j)/2`; it is exact on the layered solution of a laterally uniform
+power (quadratic in the die, linear above). :meth:`ChipStack.with_walls` completes a sample by
+the walls' conditions, so that the residual holds on the walls too, and there pins the
+temperature level through the sink.
 
 This module is the physics without the FEM (no DOLFINx or PETSc import). The weak form, the
 solve, the quantities a sample reports (hot-spot temperature, heat through the sink), the
