@@ -286,12 +286,12 @@ class Family(ABC):
         between walls or are not homogeneous (an inflow profile, a heat-transfer coefficient)
         overrides it, and then needs no :attr:`Channel.wall`.
         """
-        from pdeladder.solvers import stencils  # torch: not loaded by the family's description
+        from pdeladder.solvers.stencils import with_walls  # torch: not loaded for a description
 
         channels = self.channels_for(grid.dim)
         along = {name: v.index(name) for v in self.vectors for name in v}
         odd = [[along.get(c.name) == a for c in channels] for a in range(grid.dim)]
-        return stencils.with_walls(fields, [c.wall for c in channels], odd, grid.dim, ends)
+        return with_walls(fields, [c.wall for c in channels], odd, grid.dim, ends)
 
     @classmethod
     def walls_own(cls) -> bool:
