@@ -47,6 +47,7 @@ BOUNDS = {
     "advection_diffusion": 1e-6,
     "navier_stokes": 1e-6,
     "channel_flow": 1e-6,
+    "chip_stack": 1e-6,
 }
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
