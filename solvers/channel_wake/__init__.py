@@ -66,9 +66,9 @@ class ChannelWakeParams(Parameters):
     the obstacles here block up to a third of the channel, which delays it."""
 
     reynolds: float = parameter(
-        150.0,
-        100.0,
         200.0,
+        100.0,
+        300.0,
         "1",
         "Reynolds number Ū D / ν of an obstacle of the largest diameter drawn, D = 0.6 m "
         "(Ū = 2U/3 the mean inflow); sets the viscosity ν",

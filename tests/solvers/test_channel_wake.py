@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from pdeladder.errors import UserInputError
 from pdeladder.solvers import checks
 from pdeladder.solvers.channel_flow import DFG_2D1, draw_domain
 from pdeladder.solvers.channel_wake import (
@@ -62,7 +63,7 @@ def test_the_lift_history_gives_its_strouhal_number():
     summary = force_summary(history, tau, mean, diameter)
     assert summary["strouhal"] == pytest.approx(diameter / (mean * period), rel=1e-4)
     assert summary["c_D_max"] == pytest.approx(3.1, rel=1e-6)
-    assert summary["c_L_amplitude"] == pytest.approx(0.5, rel=1e-4)
+    assert summary["c_L_amplitude"] == pytest.approx(0.5, rel=1e-3)  # sampled every τ
     steady = force_summary(np.full((100, 2), 2.0), tau, mean, diameter)
     assert steady["strouhal"] is None and steady["c_L_max"] == 2.0
 
@@ -74,7 +75,7 @@ def test_the_walls_are_the_inflow_and_no_slip_where_the_fields_hold_them(ends):
     speed = torch.tensor([0.2, 0.5], dtype=torch.float64)
     out = channel_walls(fields, speed, grid, ends)
     y = torch.linspace(0, 2, 9, dtype=torch.float64)
-    inflow = speed[:, None, None] * (y * (2 - y))[None, None, :, None]  # 4 U y (H - y) / H²
+    inflow = speed[:, None, None, None] * (y * (2 - y))[None, None, :, None]  # 4Uy(H - y)/H²
     assert not out[:, 1:3, :, :, [0, -1]].any()  # the walls y = 0, H
     if ends[0][0]:
         torch.testing.assert_close(out[:, 1, :, 0, 1:-1], inflow.expand(2, 3, 9, 1)[:, :, 1:-1])
@@ -91,7 +92,7 @@ def test_a_sample_is_zero_outside_the_fluid_holds_its_walls_and_reports_forces(s
     assert np.array_equal(mask, np.broadcast_to(mask[0], mask.shape)) and 0 < mask.mean() < 1
     assert not f[:, 1:][np.broadcast_to(mask[:, None] == 0, f[:, 1:].shape)].any()
     params = torch.from_numpy(sample.params.vector())[None]
-    walled = FAMILY.with_walls(as_batch(f), params, sample.grid).movedim(1, 0)[0].numpy()
+    walled = FAMILY.with_walls(as_batch(f), params, sample.grid)[0].movedim(1, 0).numpy()
     np.testing.assert_allclose(walled, f, rtol=0, atol=1e-6 * np.abs(f).max())
     assert np.abs(np.diff(f[:, 1:3], axis=0)).max() > 1e-3  # it moves
     obstacles = sample.provenance["obstacles"]
@@ -137,3 +138,10 @@ def test_dfg_2d3_on_a_coarse_mesh_is_within_the_published_bounds_of_the_forces()
     for name, value in (("c_D_max", c_d), ("c_L_max", c_l)):
         lo, hi = DFG_2D3_BOUNDS[name]
         assert lo <= value <= hi, (name, value)
+
+
+def test_a_grid_too_coarse_for_the_obstacles_is_one_line():
+    with pytest.raises(UserInputError) as err:
+        FAMILY.run(FAMILY.check_params(2), FAMILY.grid(2, 9, 3), seed=3)
+    message = str(err.value)
+    assert "\n" not in message and "grid 9" in message and "at least 17" in message
