@@ -35,8 +35,8 @@ lint: venv
 
 # Tests marked `serial` need the machine to themselves: they run after the parallel ones.
 test: lint browser
-	$(VENV)/bin/pytest -m "not slow and not serial" -n 2
-	$(VENV)/bin/pytest -m "serial and not slow"
+	$(VENV)/bin/pytest -m "not slow and not serial" -n 2 --durations=25
+	$(VENV)/bin/pytest -m "serial and not slow" --durations=5
 
 test-all: lint browser
 	$(VENV)/bin/pytest -m "not serial" -n 2
