@@ -63,11 +63,14 @@ COURANT = 0.5
 
 class ChannelWakeParams(Parameters):
     """Reynolds number, inflow and spin-up. A cylinder sheds vortices from Re ≈ 47 unconfined;
-    the obstacles here block up to a third of the channel, which delays it."""
+    the obstacles here block much of the channel, which delays it: three obstacles (seed 7, 33
+    points) stayed steady at Re 200 and shed at Re 300 (Strouhal numbers 1.2, on the mean
+    inflow and each diameter: the flow through the gaps is faster); at the low end of the range
+    a draw may stay steady (its provenance's ``strouhal`` is then None)."""
 
     reynolds: float = parameter(
+        300.0,
         200.0,
-        100.0,
         300.0,
         "1",
         "Reynolds number Ū D / ν of an obstacle of the largest diameter drawn, D = 0.6 m "
@@ -177,8 +180,9 @@ class ChannelWake(Family):
         "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
     )
     difficulty = "reynolds"
-    #: the window: ten convective times D / Ū at the default inflow (Ū = 0.2 m/s)
-    t_end = 30.0
+    #: the window: four convective times D / Ū at the default inflow (Ū = 0.2 m/s), about
+    #: five shedding periods of the three obstacles at Re 300 (2.5 s)
+    t_end = 12.0
     expected_rate_space = 3.0  # P2 velocity, L2
     expected_rate_time = 2.0  # BDF2
     vectors = (("u", "v"),)
