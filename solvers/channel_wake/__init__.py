@@ -51,6 +51,7 @@ from pdeladder.solvers.channel_flow import (
     Flow,
     stencil_inside,
     viscosity,
+    walls_set,
 )
 from pdeladder.solvers.family import MASK, Channel, Family, Parameters, parameter
 from pdeladder.solvers.geometry.domain import Circle, Domain
@@ -122,27 +123,6 @@ def force_summary(
         "c_L_amplitude": amplitude,
         "strouhal": strouhal,
     }
-
-
-def channel_walls(
-    fields: torch.Tensor, inflow_speed: torch.Tensor, grid: Grid, ends: list[tuple[bool, bool]]
-) -> torch.Tensor:
-    """``fields`` ``(B, C, T, X, Y, Z)``, channels ``mask, u, v, p``, with the channel's
-    Dirichlet conditions set where they hold: ``u = v = 0`` on the walls ``y = 0, H`` (the
-    slab holds them all along), the parabolic inflow ``u = 4 U y (H - y) / H²``, ``v = 0`` at
-    ``x = 0`` where ``ends[0][0]``; ``inflow_speed`` ``U`` is ``(B,)`` in m/s. Nothing at the
-    outflow, no ghost planes."""
-    out = fields.clone()
-    y = torch.as_tensor(grid.axis(1), dtype=fields.dtype, device=fields.device)
-    height = grid.lengths[1]
-    if ends[0][0]:
-        profile = 4 * y * (height - y) / height**2  # (Y,)
-        out[:, 1, :, 0] = inflow_speed.reshape(-1, 1, 1, 1) * profile.reshape(1, 1, -1, 1)
-        out[:, 2, :, 0] = 0.0
-    for side, held in zip((0, -1), ends[1], strict=True):
-        if held:
-            out[:, 1:3, :, :, side] = 0.0
-    return out
 
 
 #: The DFG 2D-3 channel and cylinder are the steady benchmark's; its flow: ν = 1e-3 m²/s and
@@ -243,6 +223,8 @@ class ChannelWake(Family):
         grid: Grid,
         ends: list[tuple[bool, bool]] | None = None,
     ) -> torch.Tensor:
-        """The inflow and no-slip walls set (:func:`channel_walls`); nothing at the outflow."""
-        speed = params[:, self.Params.names().index("inflow_speed")]
-        return channel_walls(fields, speed, grid, ends or [(True, True)] * grid.dim)
+        """The steady family's walls (:func:`~pdeladder.solvers.channel_flow.walls_set`): no
+        slip ``u = v = 0`` on the walls ``y = 0, H``, the parabolic inflow and ``v = 0`` at
+        ``x = 0`` where ``fields`` hold it (``ends``); the outlet, mask and pressure as they
+        are."""
+        return walls_set(fields, params, grid, ends, self.Params.names())
