@@ -134,9 +134,10 @@ DFG_2D3_T_END = 8.0
 #: t = 8 s (m²/s², ρ = 1), published by Schäfer & Turek (1996) for 2D-3.
 DFG_2D3_BOUNDS = {"c_D_max": (2.93, 2.97), "c_L_max": (0.47, 0.49), "delta_p": (-0.115, -0.105)}
 
-#: FeatFlow's fine-mesh reference values (TU Dortmund), listed on
-#: https://wwwold.mathematik.tu-dortmund.de/~featflow/en/benchmarks/cfdbenchmarking/flow/dfg_benchmark3_re100.html
-#: (c_D's maximum at t = 3.93625 s, c_L's at 5.693125 s).
+#: Reference values computed on fine meshes by V. John, "Reference values for drag and lift of
+#: a two-dimensional time-dependent flow around a cylinder", Int. J. Numer. Meth. Fluids 44
+#: (2004) 777-788 (c_D's maximum at t = 3.93625 s, c_L's at 5.693125 s), as FeatFlow's
+#: dfg_benchmark3_re100 page lists them.
 DFG_2D3_REFERENCE = {"c_D_max": 2.950921575, "c_L_max": 0.47795, "delta_p": -0.1116}
 
 
