@@ -48,6 +48,7 @@ BOUNDS = {
     "navier_stokes": 1e-6,
     "channel_flow": 1e-6,
     "chip_stack": 1e-6,
+    "channel_wake": 1e-6,
 }
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
@@ -308,7 +309,9 @@ _DRAWN_ROWS = textwrap.dedent(
 
 @pytest.mark.mpi
 def test_every_familys_initial_fields_drawn_in_x_slabs_are_the_whole_draws_rows():
-    names = list(BOUNDS)
+    # channel_wake's snapshot 0 is its spin-up's end, a solve (its two-rank solve is checked
+    # below); what it draws is channel_flow's obstacles, checked here
+    names = [name for name in BOUNDS if name != "channel_wake"]
     done = subprocess.run(
         [MPIEXEC, "-n", "3", sys.executable, "-c", _DRAWN_ROWS, json.dumps(names)],
         env=ENV,
