@@ -4,7 +4,7 @@ inflow maximum 1.5 sin(π t / 8) m/s (Re up to 100), solved from rest by the ste
 channel.
 
 It prints the maxima of the drag and lift coefficients over (0, 8] s (with their times) and the
-pressure difference Δp = p(0.15, 0.2) - p(0.25, 0.2) at t = 8 s, each beside FeatFlow's
+pressure difference Δp = p(0.15, 0.2) - p(0.25, 0.2) at t = 8 s, each beside V. John's (2004)
 reference value (``DFG_2D3_REFERENCE``), its relative difference and whether it lies in the
 published bounds (``DFG_2D3_BOUNDS``), then the mesh, the steps and the seconds. ``--history``
 writes the coefficients' histories (t, c_D, c_L) as CSV.
@@ -12,7 +12,7 @@ writes the coefficients' histories (t, c_D, c_L) as CSV.
 Run: ``.venv/bin/python benchmarks/dfg_unsteady.py [--size 0.018] [--steps 3200]``
 (``mpiexec -n K`` works too; rank 0 prints). The defaults take about nine minutes on one core.
 
-Measured (one rank, on a core shared with other work; FeatFlow's values 2.950922, 0.47795,
+Measured (one rank, on a core shared with other work; John's reference values 2.950922, 0.47795,
 -0.1116; bounds 2.93-2.97, 0.47-0.49, -0.115 to -0.105):
 
 =========  =======  =========  =======  ==================  ==================  ==================  =====
@@ -27,7 +27,7 @@ The drag and Δp sit within 4e-3 of the reference on every row; the lift's maxim
 sensitive one. At 0.025 m it falls by 0.021 and then 0.0052 as τ halves from 0.005 s (0.4924,
 measured before the outlet's backflow term was added): second order, towards about 0.464
 (-3 %), outside the bounds: that mesh's spatial error. The default,
-0.018 m and τ = 0.0025 s, is within every bound (c_L's maximum at t = 5.6925 s, FeatFlow's at
+0.018 m and τ = 0.0025 s, is within every bound (c_L's maximum at t = 5.6925 s, John's at
 5.693125 s); its lift still holds a time error of the same sign as the coarser mesh's.
 """
 
@@ -110,7 +110,7 @@ def main() -> None:
         f"iterations; {r['seconds']:.0f} s"
     )
     print(
-        "| quantity | pdeladder | at t (s) | FeatFlow reference | rel. difference | bounds | in |"
+        "| quantity | pdeladder | at t (s) | reference (John 2004) | rel. difference | bounds | in |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, value in r["values"].items():
