@@ -14,6 +14,8 @@ from pdeladder.dataset.format import DEFAULT_COMPRESSION
 from pdeladder.errors import CurriculumError, UnknownNameError
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+#: The curricula the benchmarks reproduce their results with (benchmarks/RESULTS.md).
+BENCHMARKS = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.yaml"))
 
 GOOD = """\
 name: tiny
@@ -42,7 +44,7 @@ def _without_unavailable(data: dict) -> dict:
     return data
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES + BENCHMARKS, ids=[p.name for p in EXAMPLES + BENCHMARKS])
 def test_every_example_loads(path: Path) -> None:
     if UNAVAILABLE:
         data = _without_unavailable(yaml.safe_load(path.read_text()))
