@@ -113,7 +113,7 @@ def plot(
     sample: Annotated[int, typer.Option("--sample", help="Sample index.")],
     out: Annotated[Path | None, typer.Option("--out", help="PNG to write.")] = None,
 ) -> None:
-    """Draw one sample into a PNG: its channels over time (the z = 0.5 slice in 3D), inputs
+    """Draw one sample into a PNG: its channels over time (the mid-plane in z in 3D), inputs
     constant in time once, titled with its seed and parameters."""
     from pdeladder.dataset.plot import plot_sample
     from pdeladder.dataset.store import open_store

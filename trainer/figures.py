@@ -58,7 +58,7 @@ def rollout_figure(
     physical (the predicted ``channels`` only; NaN outside a domain that is not the whole box,
     drawn blank and outlined), at the :func:`shown_times`.
 
-    2D/3D (3D: the ``z = 0.5`` plane): per channel three rows (prediction, truth, error) and
+    2D/3D (3D: the mid-plane in z): per channel three rows (prediction, truth, error) and
     one column per time; prediction and truth on one colour scale (their joint range over the
     times shown), the error on ``±max |error|``. 1D: per channel one panel per time with truth
     solid and prediction dashed on one y range, and a last panel of the errors."""
