@@ -14,8 +14,10 @@ with ``/`` as ``_``. The file's kind follows what the group holds:
 
 The file holds nothing else (PDEBench's per-sample reader takes every top-level key for a
 sample). What PDEBench's files have no place for goes to ``OUT/<name>.json``: the group path,
-the file's kind (key ``layout``), channel names and roles, and per exported sample its store
-index, seed and parameters.
+the file's kind (key ``layout``), channel names and roles, per exported sample its store
+index, seed and parameters, and for a group whose domain is not its box (a ``mask`` channel,
+exported in ``data`` like the others) key ``domain``: which points are no part of the solution,
+which PDEBench's metrics cannot tell.
 """
 
 import json
@@ -37,6 +39,7 @@ from pdeladder.dataset.export import (
 )
 from pdeladder.dataset.group import Group
 from pdeladder.dataset.store import Store
+from pdeladder.solvers.family import MASK
 
 AXES = ("x", "y", "z")
 
@@ -97,14 +100,24 @@ def _write(f: h5py.File, group: Group, indices: np.ndarray, advance) -> None:
         advance(1)
 
 
+#: The sidecar's word on a group whose domain is not its whole box (its channel ``mask``).
+OUTSIDE = (
+    "the channel 'mask' is 1 at the grid points inside the domain and 0 outside it, where every "
+    "output holds 0 and is no part of the solution; PDEBench's readers and metrics take every "
+    "grid point alike, so score only where mask is 1"
+)
+
+
 def _sidecar(group: Group, indices: np.ndarray) -> dict[str, Any]:
     params, seeds = group.params(), group.column("seed")
+    masked = MASK in group.channel_names
     return {
         "group": group.path,
         "layout": file_kind(group),
         "channels": [
             {"name": c["name"], "role": c.get("role", "output")} for c in group.attrs["channels"]
         ],
+        **({"domain": OUTSIDE} if masked else {}),
         "samples": [
             {
                 "index": int(i),

@@ -32,6 +32,7 @@ CASES = {  # (family, dim) → the layout PDEBench has for such data
     ("darcy", 2): "darcy",
     ("advection_diffusion", 1): "per-sample",
     ("advection_diffusion", 2): "per-sample",
+    ("channel_flow", 2): "per-sample",
 }
 SAMPLES = 4
 
@@ -90,6 +91,7 @@ def test_pdebench_reader_gets_the_store_values(exported, family, dim):
     sidecar = json.loads((out / f"{name}.json").read_text())
     assert sidecar["layout"] == kind and sidecar["group"] == g.path
     assert [c["name"] for c in sidecar["channels"]] == g.channel_names
+    assert ("mask" in sidecar.get("domain", "")) is (family == "channel_flow")
     data, grid, t = read_pdebench(path)
     assert data.dtype == np.float32 and len(data) == SAMPLES
     cut = (..., *[slice(None)] * dim, *[0] * (3 - dim))
