@@ -44,6 +44,17 @@ def box_image(
     return im
 
 
+def panel_size(grid: Grid) -> tuple[float, float]:
+    """Width and height in inches of one panel of ``grid``'s fields: the box drawn to scale (a
+    wide box, as a chip stack's 10 mm x 1.6 mm, in wider and lower panels), its title, labels
+    and colour bar room around it."""
+    if grid.dim == 1:
+        return 2.6, 2.4
+    aspect = grid.lengths[1] / grid.lengths[0]
+    width = 2.6 if aspect >= 0.5 else 4.2
+    return width, (width - 0.8) * min(aspect, 1.5) + 1.0
+
+
 def with_units(name: str, units: str) -> str:
     """``name [units]``, or ``name`` for dimensionless (``1``) values."""
     return name if units in ("", "1") else f"{name} [{units}]"
@@ -74,8 +85,9 @@ def sample_figure(
     varying = [c for c in range(len(channels)) if c not in constant]
     rows = len(varying) + (1 if constant else 0)
     cols = max(len(picks) if varying else 0, len(constant))
-    width = max(2.6 * cols + 0.8, 5.0)  # inches
-    fig = Figure(figsize=(width, 2.4 * rows + 0.6), layout="constrained")
+    panel_w, panel_h = panel_size(grid)
+    width = max(panel_w * cols + 0.8, 5.0)  # inches
+    fig = Figure(figsize=(width, panel_h * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     times, x, z = grid.times(), grid.axis(0), fields.shape[-1] // 2
     panels = [(0, j, c, 0, "constant in time") for j, c in enumerate(constant)]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from pdeladder.dataset.plot import box_image, with_units
+from pdeladder.dataset.plot import box_image, panel_size, with_units
 from pdeladder.dataset.slots import SlotLayout
 from pdeladder.solvers.family import Channel
 from pdeladder.solvers.grid import Grid
@@ -94,7 +94,10 @@ def rollout_figure(
         return fig
     z = truth.shape[-1] // 2
     outside = np.isnan(truth[0, 0, :, :, z])  # (X, Y): outside the domain, drawn outlined
-    fig = Figure(figsize=(2.6 * len(times) + 1.2, 2.3 * 3 * len(channels)), layout="constrained")
+    panel_w, panel_h = panel_size(grid)
+    fig = Figure(
+        figsize=(panel_w * len(times) + 1.2, panel_h * 3 * len(channels)), layout="constrained"
+    )
     axes = fig.subplots(3 * len(channels), len(times), squeeze=False, sharex=True, sharey=True)
     for c, chan in enumerate(channels):
         p, u = pred[c, times, :, :, z], truth[c, times, :, :, z]  # (times, X, Y)
