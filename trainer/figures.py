@@ -59,8 +59,9 @@ def rollout_figure(
     drawn blank and outlined), at the :func:`shown_times`.
 
     2D/3D (3D: the mid-plane in z): per channel three rows (prediction, truth, error) and
-    one column per time; prediction and truth on one colour scale (their joint range over the
-    times shown), the error on ``±max |error|``. 1D: per channel one panel per time with truth
+    one column per time (one snapshot: the three rows and one column per channel); prediction
+    and truth on one colour scale (their joint range over the times shown), the error on
+    ``±max |error|``. 1D: per channel one panel per time with truth
     solid and prediction dashed on one y range, and a last panel of the errors."""
     times, x = shown_times(grid.snapshots), grid.axis(0)
     if grid.dim == 1:
@@ -95,15 +96,16 @@ def rollout_figure(
     z = truth.shape[-1] // 2
     outside = np.isnan(truth[0, 0, :, :, z])  # (X, Y): outside the domain, drawn outlined
     panel_w, panel_h = panel_size(grid)
-    fig = Figure(
-        figsize=(panel_w * len(times) + 1.2, panel_h * 3 * len(channels)), layout="constrained"
-    )
-    axes = fig.subplots(3 * len(channels), len(times), squeeze=False, sharex=True, sharey=True)
+    # a series: per channel three rows, one column per time; one snapshot (a steady family):
+    # the three rows, one column per channel
+    cols, blocks = (len(channels), 1) if len(times) == 1 else (len(times), len(channels))
+    fig = Figure(figsize=(panel_w * cols + 1.2, panel_h * 3 * blocks), layout="constrained")
+    axes = fig.subplots(3 * blocks, cols, squeeze=False, sharex=True, sharey=True)
     for c, chan in enumerate(channels):
         p, u = pred[c, times, :, :, z], truth[c, times, :, :, z]  # (times, X, Y)
         lo, hi = float(min(np.nanmin(p), np.nanmin(u))), float(max(np.nanmax(p), np.nanmax(u)))
         worst = float(np.nanmax(np.abs(p - u))) or 1e-12
-        rows = axes[3 * c : 3 * c + 3]
+        rows = axes[:, c : c + 1] if len(times) == 1 else axes[3 * c : 3 * c + 3]  # (3, times)
         for j, k in enumerate(times):
             for row, (kind, plane) in enumerate((("prediction", p[j]), ("truth", u[j]))):
                 im = box_image(rows[row, j], plane, grid, outside, vmin=lo, vmax=hi, cmap="viridis")
