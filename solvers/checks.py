@@ -330,14 +330,18 @@ def symmetry(t: Target) -> CheckResult:
     fields = t.fields(s)
     params = torch.from_numpy(s.params.vector())[None]
     names = fam.channel_names(t.dim)
-    res = fam.residual(fields, params, s.grid)
+
+    def residual(f: torch.Tensor) -> torch.Tensor:
+        return fam.residual(fam.with_walls(f, params, s.grid), params, s.grid)
+
+    res = residual(fields)
     norm = torch.linalg.vector_norm(res)
     group = family_group(fam, t.dim)[1:]
     problems = {"the residual is exactly 0": not norm > 0}
     worst = 0.0
     for g in group:
         image = g.apply(fields, names, fam.vectors, channel_axis=1)
-        moved = fam.residual(image, params, s.grid)
+        moved = residual(image)
         gap = float(abs(torch.linalg.vector_norm(moved) - norm) / norm)
         worst = max(worst, gap)
         problems[f"{g} leaves the fields unchanged"] = torch.equal(image, fields)
@@ -354,7 +358,7 @@ def symmetry(t: Target) -> CheckResult:
         # the residual depends on the sample (a weak flow's advection barely shows through
         # the floor), so the quarter turn alone may not show it where another element does
         rise = max(
-            float(torch.linalg.vector_norm(fam.residual(wrong, params, s.grid)) / norm)
+            float(torch.linalg.vector_norm(residual(wrong)) / norm)
             for wrong in (g.apply(fields, names, (), channel_axis=1) for g in group)
         )
         figure += f"; moved as scalars x{rise:.1f}"

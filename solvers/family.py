@@ -338,6 +338,16 @@ class Family(ABC):
         return cls.channels
 
     @classmethod
+    def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
+        """The spatial axes along which the family's equation, walls and random draws are alike
+        in ``dim`` dimensions: every reflection along them and permutation among them (of
+        equal box lengths) maps a solution to a solution with the same parameters
+        (:func:`~pdeladder.solvers.symmetry.family_group`). All of them for a
+        :attr:`box_symmetric` family, none by default; a family whose domain keeps some
+        symmetries overrides it (a channel's reflection across its centre line)."""
+        return tuple(range(dim)) if cls.box_symmetric else ()
+
+    @classmethod
     def channel_names(cls, dim: int) -> list[str]:
         return [c.name for c in cls.channels_for(dim)]
 

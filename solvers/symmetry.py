@@ -7,8 +7,9 @@ turns with them, :math:`v'_a(x') = s_a v_{p(a)}(x)` with :math:`s_a = -1` on a r
 Time is untouched. In ``d`` dimensions the group has :math:`2^d d!` elements (2, 8 and 48).
 
 For a family whose equation, walls and random draws are alike in every direction
-(:attr:`~pdeladder.solvers.family.Family.box_symmetric`), the image of a solution is a solution
-with the same parameters, and its residual is the image of the solution's residual (same norm):
+(:attr:`~pdeladder.solvers.family.Family.box_symmetric`), or along some axes
+(:meth:`~pdeladder.solvers.family.Family.symmetric_axes`: the subgroup that moves only them), the
+image of a solution is a solution with the same parameters, and its residual is the image of the solution's residual (same norm):
 the family contract's ``symmetry`` check (:mod:`pdeladder.solvers.checks`) tests this on a
 family's solver data. The trainer uses them to augment its batches
 (:mod:`pdeladder.trainer.training.augment`).
@@ -105,6 +106,12 @@ def box_group(dim: int) -> list[BoxSymmetry]:
 
 
 def family_group(family: Family, dim: int) -> list[BoxSymmetry]:
-    """:func:`box_group` for a box-symmetric ``family``; the identity alone for any other."""
-    group = box_group(dim)
-    return group if family.box_symmetric else group[:1]
+    """The elements of :func:`box_group` that ``family`` keeps in ``dim`` dimensions, the
+    identity first: those that move only its :meth:`~Family.symmetric_axes` (reflected, or
+    permuted among themselves), all of them for a box-symmetric family."""
+    axes = family.symmetric_axes(dim)
+    return [
+        g
+        for g in box_group(dim)
+        if all(g.perm[a] == a and not g.flips[a] for a in range(dim) if a not in axes)
+    ]

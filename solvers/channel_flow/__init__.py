@@ -173,6 +173,19 @@ def stencil_inside(mask: torch.Tensor) -> torch.Tensor:
     return inside
 
 
+#: The channels of a flow around obstacles, steady or not (:func:`walls_set` takes this order).
+CHANNELS = (
+    Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
+    Channel("u", "velocity x", "m s-1"),
+    Channel("v", "velocity y", "m s-1"),
+    Channel("p", "kinematic pressure", "m2 s-2"),
+)
+BOUNDARY_CONDITIONS = (
+    "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
+    "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
+)
+
+
 class ChannelFlow(Family):
     name = "channel_flow"
     title = "Steady Navier–Stokes around obstacles in a channel"
@@ -180,16 +193,8 @@ class ChannelFlow(Family):
     dims = (2,)
     Params = ChannelFlowParams
     lengths = (*LENGTHS, 1.0)
-    channels = (
-        Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
-        Channel("u", "velocity x", "m s-1"),
-        Channel("v", "velocity y", "m s-1"),
-        Channel("p", "kinematic pressure", "m2 s-2"),
-    )
-    boundary_conditions = (
-        "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
-        "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
-    )
+    channels = CHANNELS
+    boundary_conditions = BOUNDARY_CONDITIONS
     difficulty = "reynolds"
     steady = True
     expected_rate_space = 3.0  # P2 velocity, L2
@@ -199,6 +204,12 @@ class ChannelFlow(Family):
         # mesh size 2 m / cells far from the obstacle, a quarter of it on it
         "space": {"cells": (4, 8, 16), "steps": 1},
     }
+
+    @classmethod
+    def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
+        """The reflection across the centre line ``y = H/2``: the inflow, the walls and the
+        obstacles' draw are alike above and below it (``v`` changes sign)."""
+        return (1,)
 
     @classmethod
     def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:

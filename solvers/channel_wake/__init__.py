@@ -45,6 +45,8 @@ import torch
 
 from pdeladder.solvers import stencils
 from pdeladder.solvers.channel_flow import (
+    BOUNDARY_CONDITIONS,
+    CHANNELS,
     DIAMETER,
     LENGTHS,
     RADII,
@@ -53,7 +55,7 @@ from pdeladder.solvers.channel_flow import (
     viscosity,
     walls_set,
 )
-from pdeladder.solvers.family import MASK, Channel, Family, Parameters, parameter
+from pdeladder.solvers.family import Family, Parameters, parameter
 from pdeladder.solvers.geometry.domain import Circle, Domain
 from pdeladder.solvers.grid import Grid
 
@@ -150,16 +152,8 @@ class ChannelWake(Family):
     dims = (2,)
     Params = ChannelWakeParams
     lengths = (*LENGTHS, 1.0)
-    channels = (
-        Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
-        Channel("u", "velocity x", "m s-1"),
-        Channel("v", "velocity y", "m s-1"),
-        Channel("p", "kinematic pressure", "m2 s-2"),
-    )
-    boundary_conditions = (
-        "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
-        "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
-    )
+    channels = CHANNELS
+    boundary_conditions = BOUNDARY_CONDITIONS
     difficulty = "reynolds"
     #: the window: four convective times D / Ū at the default inflow (Ū = 0.2 m/s), about
     #: five shedding periods of the three obstacles at Re 300 (2.5 s)
@@ -174,6 +168,12 @@ class ChannelWake(Family):
     # the contract's window: one convective time at its inflow (check_params), 4 intervals
     check_snapshots = 5
     check_t_end = 9.0
+
+    @classmethod
+    def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
+        """The reflection across the centre line ``y = H/2``: the inflow, the walls and the
+        obstacles' draw are alike above and below it (``v`` changes sign)."""
+        return (1,)
 
     @classmethod
     def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:

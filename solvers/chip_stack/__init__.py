@@ -232,6 +232,13 @@ class ChipStack(Family):
         return dataclasses.replace(grid, lengths=cls.box(dim))
 
     @classmethod
+    def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
+        """The lateral axes: the layers, the sink and the hot spots' draw are alike along them,
+        so their reflections (and in 3D the swap of x and y: the footprint is square) map a
+        stack to another; the stack's axis, bottom to top, is no symmetry."""
+        return tuple(range(dim - 1))
+
+    @classmethod
     def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:
         """Interfaces lie on grid points only when ``resolution - 1`` is a multiple of
         :data:`UNITS` (every layer then has two spacings at least); the narrowest hot spot

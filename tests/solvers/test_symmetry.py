@@ -10,7 +10,7 @@ from pdeladder.solvers import family_names, get_family
 from pdeladder.solvers.family import MASK
 from pdeladder.solvers.grid import Grid
 from pdeladder.solvers.stencils import grad, interior
-from pdeladder.solvers.symmetry import BoxSymmetry, box_group
+from pdeladder.solvers.symmetry import BoxSymmetry, box_group, family_group
 
 
 @pytest.mark.parametrize(("dim", "size"), [(1, 2), (2, 8), (3, 48)])
@@ -80,3 +80,19 @@ def test_every_element_is_undone_by_its_inverse(dim):
         back = g.inverse().apply(g.apply(fields, names, vectors, 1), names, vectors, 1)
         assert torch.equal(back, fields), g
         assert g.inverse() in group and g.inverse().inverse() == g
+
+
+@pytest.mark.parametrize(
+    ("name", "dim", "size"),
+    [("channel_flow", 2, 2), ("channel_wake", 2, 2), ("chip_stack", 2, 2), ("chip_stack", 3, 8),
+     ("heat", 3, 48)],
+)  # fmt: skip
+def test_a_family_keeps_the_symmetries_of_its_domain(name, dim, size):
+    """A channel's reflection across its centre line; a chip stack's lateral reflections and,
+    on its square footprint, the swap of x and y, never a move of the stack's axis; a box
+    family the whole group."""
+    family = get_family(name)
+    group = family_group(family, dim)
+    assert len(group) == size and group[0].is_identity
+    fixed = [a for a in range(dim) if a not in family.symmetric_axes(dim)]
+    assert all(g.perm[a] == a and not g.flips[a] for g in group for a in fixed)
