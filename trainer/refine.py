@@ -38,7 +38,7 @@ from pdeladder.dataset.slots import SlotLayout
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
-from pdeladder.solvers.family import Family
+from pdeladder.solvers.family import MASK, Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.trainer.distributed.collectives import DomainGroup, gather_x
 from pdeladder.trainer.losses.equation import (
@@ -49,6 +49,9 @@ from pdeladder.trainer.losses.equation import (
     wall_ends,
 )
 
+#: Levenberg–Marquardt's damping of singular normal equations, relative to their largest
+#: diagonal entry (:func:`factorise`).
+DAMPING = 1e-12
 #: L-BFGS curvature pairs kept (each costs two inner products and two updates of a sample's
 #: size per step: more than 10 cost more time than they save iterations here).
 HISTORY = 10
@@ -212,13 +215,16 @@ def reach(family_name: str, dim: int, predicted: tuple[bool, ...]) -> tuple[int,
     """How far, in grid points along each axis ``(t, x, y, z)`` (t's 0 for a steady family), a
     residual point of ``family_name`` reaches into the free values (through the walls'
     completion and the time rule too): read off the Jacobian at random fields on a grid of 9
-    points per axis, 9 snapshots, where every coupling shows."""
+    points per axis, 9 snapshots, where every coupling shows (a :data:`MASK` all inside: the
+    residual is posed everywhere)."""
     fam, mask = get_family(family_name), torch.tensor(predicted)
     grid = fam.grid(dim, 9, 1 if fam.steady else 9)
     shape = grid.space_time
     free = free_values(family_name, mask, shape, dim)
     generator = torch.Generator().manual_seed(0)
     x = torch.randn((1, len(predicted), *shape), generator=generator, dtype=torch.float64)
+    if MASK in (names := fam.channel_names(dim)):
+        x[:, names.index(MASK)] = 1.0
     params = torch.tensor(np.array([fam.Params().vector()]), dtype=torch.float64)
 
     def residual(v: torch.Tensor) -> torch.Tensor:
@@ -416,14 +422,24 @@ def lu(matrix):
 
 def factorise(jacobian) -> Callable[[np.ndarray], np.ndarray]:
     """``rhs ↦`` the least-squares solution of ``jacobian δ = rhs``, from one sparse LU: of
-    the Jacobian where it is square and regular, else of its normal equations."""
+    the Jacobian where it is square and regular, else of its normal equations, damped by
+    :data:`DAMPING` of their largest diagonal entry where they are singular (free values the
+    residual does not see, as the points of a masked family whose every stencil reaches
+    outside its domain: their step is 0, the others' changes by that fraction)."""
+    import scipy.sparse
+
     if jacobian.shape[0] == jacobian.shape[1]:
         try:
             return lu(jacobian).solve
         except RuntimeError:  # singular
             pass
-    normal = lu(jacobian.T @ jacobian).solve
-    return lambda rhs: normal(jacobian.T @ rhs)
+    normal = jacobian.T @ jacobian
+    try:
+        factors = lu(normal)
+    except RuntimeError:  # singular
+        damping = DAMPING * max(float(np.abs(normal.diagonal()).max()), 1e-300)
+        factors = lu(normal + damping * scipy.sparse.identity(normal.shape[0], format="csc"))
+    return lambda rhs: factors.solve(jacobian.T @ rhs)
 
 
 def least_squares(
