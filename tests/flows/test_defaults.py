@@ -105,7 +105,7 @@ def test_every_default_form_runs_from_an_empty_folder(served: str, tmp_path: Pat
     assert set(deployments) == {"data-campaign", "train", "closed-loop"}
     stages = "['line', 'plane', 'refine']"
     expected = {  # the line each flow logs once its curriculum is loaded
-        "data-campaign": f"quickstart: 1216 samples in stages {stages} into ./stores/quickstart.zarr",
+        "data-campaign": f"quickstart: 1344 samples in stages {stages} into ./stores/quickstart.zarr",
         "train": f"quickstart: training stages {stages} on ./stores/quickstart.zarr (local), "
         "run files in runs/train",
         "closed-loop": f"quickstart: climbing stages {stages}, store ./stores/quickstart.zarr, "
