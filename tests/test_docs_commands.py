@@ -236,7 +236,7 @@ def test_the_demo_time_is_stated_once():
     }
     stated = {path: s for path, sentences in found.items() for s in sentences}
     assert list(stated) == ["README.md"], stated
-    assert "`make demo` took 8.5 minutes on a 2-core Linux VM" in stated["README.md"]
+    assert "`make demo` took 13 minutes on a 2-core Linux VM" in stated["README.md"]
 
 
 def test_the_readme_list_shows_every_required_option():

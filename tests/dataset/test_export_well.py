@@ -87,7 +87,7 @@ def test_well_dataset_reads_every_family_exactly(exported, family, dim):
         assert sorted(channel(g, n) for n in variable + constant) == list(
             range(len(g.channel_names))
         )
-        vector = family in ("burgers", "navier_stokes", "channel_flow")
+        vector = family in ("burgers", "navier_stokes", "channel_flow", "channel_wake")
         velocity = [f"velocity_{a}" for a in "xyz"[:dim]] if vector else []
         assert (meta.constant_field_names if steady else meta.field_names)[1] == velocity
         assert meta.spatial_resolution == (g.grid.resolution,) * dim
