@@ -390,7 +390,7 @@ def walls(t: Target) -> CheckResult:
             or fam.walls_own()
         ),
     }
-    if "zero" in declared or fam.walls_own():
+    if fam.walls_set_values(t.dim):
         params = torch.from_numpy(t.sample.params.vector())[None]
         ends = [(True, True)] * t.dim
         completed = inner_points(fam.with_walls(fields, params, t.sample.grid), fields.shape, ends)

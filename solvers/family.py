@@ -298,6 +298,13 @@ class Family(ABC):
         """Whether the family completes its walls itself (overrides :meth:`with_walls`)."""
         return cls.with_walls is not Family.with_walls
 
+    @classmethod
+    def walls_set_values(cls, dim: int) -> bool:
+        """Whether :meth:`with_walls` may change values at the fields' own points in ``dim``
+        dimensions: a ``"zero"`` wall, or the family's own conditions (mirrored planes alone
+        add points and change none)."""
+        return cls.walls_own() or "zero" in [c.wall for c in cls.channels_for(dim)]
+
     def manufactured_error(
         self, dim: int, cells: int, steps: int, comm: Any, study: Literal["space", "time"]
     ) -> float:

@@ -109,7 +109,7 @@ def held_mask(
     if slab.shape[0] > 1 and slab.lo[0] == 0:
         first[:, 0] = True
     walls = torch.zeros(shape, dtype=torch.bool)
-    if fam.walls_own() or "zero" in [c.wall for c in fam.channels_for(grid.dim)]:
+    if fam.walls_set_values(grid.dim):
         ends = wall_ends(slab, grid.dim)
         probe = torch.rand((2, *shape), generator=torch.Generator().manual_seed(0))
         probe = probe.double() + 1.0  # two fields that differ at every point, nowhere 0

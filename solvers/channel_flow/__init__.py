@@ -138,28 +138,6 @@ def inflow(y: Any, inflow_speed: Any, height: float) -> Any:
     return 4 * inflow_speed * y * (height - y) / height**2
 
 
-def walls_set(
-    fields: torch.Tensor,
-    params: torch.Tensor,
-    grid: Grid,
-    ends: list[tuple[bool, bool]] | None,
-    names: list[str],
-) -> torch.Tensor:
-    """A channel family's boundary conditions on ``fields`` ``(B, C, T, X, Y, Z)`` (channels
-    ``mask, u, v, p``; ``params`` ``(B, P)`` named ``names``, ``inflow_speed`` among them), for
-    :meth:`~pdeladder.solvers.family.Family.with_walls`: ``u = v = 0`` on the walls ``y = 0,
-    H``, :func:`inflow` and ``v = 0`` at ``x = 0`` where ``ends`` says the fields hold it."""
-    out = fields.clone()
-    out[:, 1:3, :, :, 0] = 0.0
-    out[:, 1:3, :, :, -1] = 0.0
-    if ends is None or ends[0][0]:
-        y = torch.arange(fields.shape[4], dtype=fields.dtype, device=fields.device)
-        speed = params[:, names.index("inflow_speed")].reshape(-1, 1, 1)  # (B, T, Y)
-        out[:, 1, :, 0, :, 0] = inflow(y * grid.spacing[1], speed, grid.lengths[1])
-        out[:, 2, :, 0] = 0.0
-    return out
-
-
 def stencil_inside(mask: torch.Tensor) -> torch.Tensor:
     """Where a centred 5-point stencil lies in the fluid: ``mask`` ``(..., T, X, Y, Z)`` (2D)
     is 1 at the point and its four neighbours; ``(..., T, X-2, Y-2, 1)``, 0 or 1."""
@@ -173,37 +151,28 @@ def stencil_inside(mask: torch.Tensor) -> torch.Tensor:
     return inside
 
 
-#: The channels of a flow around obstacles, steady or not (:func:`walls_set` takes this order).
-CHANNELS = (
-    Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
-    Channel("u", "velocity x", "m s-1"),
-    Channel("v", "velocity y", "m s-1"),
-    Channel("p", "kinematic pressure", "m2 s-2"),
-)
-BOUNDARY_CONDITIONS = (
-    "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
-    "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
-)
+class ObstacleChannel(Family):
+    """What the channel families around obstacles share, steady (:class:`ChannelFlow`) or not
+    (``channel_wake``): the 2D box :data:`LENGTHS`, the channels ``mask, u, v, p``, the walls
+    and inlet, the symmetry the domain keeps and the resolution its smallest obstacle needs.
+    Subclasses set the name, parameters (``reynolds`` and ``inflow_speed`` among them), draw,
+    solve and residual."""
 
-
-class ChannelFlow(Family):
-    name = "channel_flow"
-    title = "Steady Navier–Stokes around obstacles in a channel"
-    equation = r"(u \cdot \nabla) u - \nu \Delta u + \nabla p = 0, \ \nabla \cdot u = 0"
     dims = (2,)
-    Params = ChannelFlowParams
     lengths = (*LENGTHS, 1.0)
-    channels = CHANNELS
-    boundary_conditions = BOUNDARY_CONDITIONS
+    channels = (
+        Channel(MASK, "fluid mask (1 in the fluid, 0 in the obstacles)", role="input"),
+        Channel("u", "velocity x", "m s-1"),
+        Channel("v", "velocity y", "m s-1"),
+        Channel("p", "kinematic pressure", "m2 s-2"),
+    )
+    boundary_conditions = (
+        "parabolic inflow at x = 0, no slip (u = 0) on the walls y = 0, H and on the "
+        "obstacles, do-nothing outflow at x = L; 0 outside the fluid"
+    )
     difficulty = "reynolds"
-    steady = True
     expected_rate_space = 3.0  # P2 velocity, L2
-    expected_rate_time = None
     vectors = (("u", "v"),)
-    convergence_plan: ClassVar[dict[str, Any]] = {
-        # mesh size 2 m / cells far from the obstacle, a quarter of it on it
-        "space": {"cells": (4, 8, 16), "steps": 1},
-    }
 
     @classmethod
     def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
@@ -218,14 +187,6 @@ class ChannelFlow(Family):
         smallest = Circle((LENGTHS[0] / 2, LENGTHS[1] / 2), RADII[0])
         return Domain(LENGTHS, (smallest,)).unresolved(grid.resolution)
 
-    def initial_fields(
-        self, params: ChannelFlowParams, grid: Grid, rng: np.random.Generator, comm: Any = None
-    ) -> np.ndarray:
-        """The mask of the drawn domain (:func:`draw_domain`, :func:`fluid_mask`); the outputs
-        0."""
-        mask = fluid_mask(draw_domain(rng), grid, grid.drawn_rows(comm))
-        return np.stack([mask, *[np.zeros_like(mask)] * 3])
-
     def with_walls(
         self,
         fields: torch.Tensor,
@@ -237,7 +198,36 @@ class ChannelFlow(Family):
         ``y = 0, H``, the parabolic inflow :func:`inflow` and ``v = 0`` at ``x = 0`` where
         ``fields`` ``(B, C, T, X, Y, Z)`` hold it (``ends``); the outlet (a do-nothing
         condition), the mask and the pressure as they are."""
-        return walls_set(fields, params, grid, ends, self.Params.names())
+        out = fields.clone()
+        out[:, 1:3, :, :, 0] = 0.0
+        out[:, 1:3, :, :, -1] = 0.0
+        if ends is None or ends[0][0]:
+            y = torch.arange(fields.shape[4], dtype=fields.dtype, device=fields.device)
+            speed = params[:, self.Params.names().index("inflow_speed")].reshape(-1, 1, 1)
+            out[:, 1, :, 0, :, 0] = inflow(y * grid.spacing[1], speed, grid.lengths[1])  # (B, T, Y)
+            out[:, 2, :, 0] = 0.0
+        return out
+
+
+class ChannelFlow(ObstacleChannel):
+    name = "channel_flow"
+    title = "Steady Navier–Stokes around obstacles in a channel"
+    equation = r"(u \cdot \nabla) u - \nu \Delta u + \nabla p = 0, \ \nabla \cdot u = 0"
+    Params = ChannelFlowParams
+    steady = True
+    expected_rate_time = None
+    convergence_plan: ClassVar[dict[str, Any]] = {
+        # mesh size 2 m / cells far from the obstacle, a quarter of it on it
+        "space": {"cells": (4, 8, 16), "steps": 1},
+    }
+
+    def initial_fields(
+        self, params: ChannelFlowParams, grid: Grid, rng: np.random.Generator, comm: Any = None
+    ) -> np.ndarray:
+        """The mask of the drawn domain (:func:`draw_domain`, :func:`fluid_mask`); the outputs
+        0."""
+        mask = fluid_mask(draw_domain(rng), grid, grid.drawn_rows(comm))
+        return np.stack([mask, *[np.zeros_like(mask)] * 3])
 
     def residual(self, fields: torch.Tensor, params: torch.Tensor, grid: Grid) -> torch.Tensor:
         """Momentum x, y and continuity at the interior points whose stencil lies in the fluid

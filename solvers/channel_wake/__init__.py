@@ -37,7 +37,6 @@ inflow :math:`U(t) = 1.5 \sin(\pi t / 8)` m/s over 8 s (Re up to 100): :data:`DF
 This module is the physics without the FEM (no DOLFINx or PETSc import).
 """
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,18 +44,13 @@ import torch
 
 from pdeladder.solvers import stencils
 from pdeladder.solvers.channel_flow import (
-    BOUNDARY_CONDITIONS,
-    CHANNELS,
     DIAMETER,
-    LENGTHS,
-    RADII,
     Flow,
+    ObstacleChannel,
     stencil_inside,
     viscosity,
-    walls_set,
 )
-from pdeladder.solvers.family import Family, Parameters, parameter
-from pdeladder.solvers.geometry.domain import Circle, Domain
+from pdeladder.solvers.family import Parameters, parameter
 from pdeladder.solvers.grid import Grid
 
 #: The internal time step is at most this many grid spacings per inflow maximum U
@@ -143,24 +137,17 @@ DFG_2D3_BOUNDS = {"c_D_max": (2.93, 2.97), "c_L_max": (0.47, 0.49), "delta_p": (
 DFG_2D3_REFERENCE = {"c_D_max": 2.950921575, "c_L_max": 0.47795, "delta_p": -0.1116}
 
 
-class ChannelWake(Family):
+class ChannelWake(ObstacleChannel):
     name = "channel_wake"
     title = "Unsteady Navier–Stokes around obstacles in a channel (vortex shedding)"
     equation = (
         r"\partial_t u + (u \cdot \nabla) u - \nu \Delta u + \nabla p = 0, \ \nabla \cdot u = 0"
     )
-    dims = (2,)
     Params = ChannelWakeParams
-    lengths = (*LENGTHS, 1.0)
-    channels = CHANNELS
-    boundary_conditions = BOUNDARY_CONDITIONS
-    difficulty = "reynolds"
     #: the window: four convective times D / Ū at the default inflow (Ū = 0.2 m/s), about
     #: five shedding periods of the three obstacles at Re 300 (2.5 s)
     t_end = 12.0
-    expected_rate_space = 3.0  # P2 velocity, L2
     expected_rate_time = 2.0  # BDF2
-    vectors = (("u", "v"),)
     convergence_plan: ClassVar[dict[str, Any]] = {
         "space": {"cells": (4, 8, 16), "steps": 4},
         "time": {"steps": (8, 16, 32), "cells": 4},
@@ -168,19 +155,6 @@ class ChannelWake(Family):
     # the contract's window: one convective time at its inflow (check_params), 4 intervals
     check_snapshots = 5
     check_t_end = 9.0
-
-    @classmethod
-    def symmetric_axes(cls, dim: int) -> tuple[int, ...]:
-        """The reflection across the centre line ``y = H/2``: the inflow, the walls and the
-        obstacles' draw are alike above and below it (``v`` changes sign)."""
-        return (1,)
-
-    @classmethod
-    def unresolved(cls, grid: Grid, ranges: Mapping[str, tuple[float, float]]) -> str | None:
-        """The smallest obstacle the family draws (radius ``RADII[0]``) needs
-        :data:`~pdeladder.solvers.geometry.domain.POINTS_PER_DIAMETER` spacings across it."""
-        smallest = Circle((LENGTHS[0] / 2, LENGTHS[1] / 2), RADII[0])
-        return Domain(LENGTHS, (smallest,)).unresolved(grid.resolution)
 
     @classmethod
     def check_params(cls, dim: int) -> ChannelWakeParams:
@@ -216,16 +190,3 @@ class ChannelWake(Family):
         rows.append(speed * (stencils.diff(u_mid, 0, grid) + stencils.diff(v_mid, 1, grid)))
         inside = stencil_inside(stencils.time_interior(mask))
         return torch.stack(rows, dim=1) * inside[:, None]
-
-    def with_walls(
-        self,
-        fields: torch.Tensor,
-        params: torch.Tensor,
-        grid: Grid,
-        ends: list[tuple[bool, bool]] | None = None,
-    ) -> torch.Tensor:
-        """The steady family's walls (:func:`~pdeladder.solvers.channel_flow.walls_set`): no
-        slip ``u = v = 0`` on the walls ``y = 0, H``, the parabolic inflow and ``v = 0`` at
-        ``x = 0`` where ``fields`` hold it (``ends``); the outlet, mask and pressure as they
-        are."""
-        return walls_set(fields, params, grid, ends, self.Params.names())

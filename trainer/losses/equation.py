@@ -328,8 +328,7 @@ def walled(
     keeps its values."""
     ends = wall_ends(slab, grid.dim)
     out = fam.with_walls(fields, params, grid, ends)
-    sets = fam.walls_own() or "zero" in [c.wall for c in fam.channels_for(grid.dim)]
-    if slab.shape[0] > 1 and slab.lo[0] == 0 and sets:
+    if slab.shape[0] > 1 and slab.lo[0] == 0 and fam.walls_set_values(grid.dim):
         out = out.clone()
         stencils.inner_points(out, fields.shape, ends)[:, :, :1] = fields[:, :, :1]
     return out
