@@ -31,6 +31,12 @@ activation checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4``
   ceiling's and the fraction of it reached;
 - in one process, disk offload against checkpointing alone (target ≤ 1.10x the step time).
 
+``--weak`` instead measures weak scaling: ``k = 1, 2, 4`` domain ranks on a sample grown with
+``k`` along x, ``(T, k · size, size)``, so that every rank holds a slab of the same shape; per
+rank, the peak tensor memory (as above; target: flat within 10 % of ``k = 1``'s) beside the
+memory model's prediction, and the step time (``k = 4`` shares the 2 cores four ways: its
+time is printed, not a target).
+
 It prints a table of ratios, writes ``domain_parallel.json`` and a PNG of memory per rank to
 ``--out`` (default ``runs/bench``).
 """
@@ -85,9 +91,10 @@ def allocated_peak_mb(step, trace: str) -> float:
 
 
 def rank_main(
-    rank: int, world_size: int, init: str, out: str, size: int, steps: int, shard: str
+    rank: int, world_size: int, init: str, out: str, size: int, steps: int, shard: str, x: int
 ) -> None:
-    """One rank: ``steps`` training steps on its slab; writes its figures to ``out.rank``."""
+    """One rank: ``steps`` training steps on its slab of a ``(T, x, size, 1)`` sample; writes
+    its figures to ``out.rank``."""
     import torch.distributed as dist
 
     from pdeladder.curriculum.settings import LearningRate
@@ -101,7 +108,7 @@ def rank_main(
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     cfg = config()
     tiling = DomainTiling(x=world_size, padding=cfg.padding)
-    grid = (T, size, size, 1)
+    grid = (T, x, size, 1)
     if shard == "alone":  # the ceiling: alone on a sample of this rank's slab's shape
         # (the process group only starts the steps together)
         grid, world_size, tiling = tiling.slab(grid, rank).local_shape, 1, DomainTiling()
@@ -166,13 +173,16 @@ def rank_main(
     dist.destroy_process_group()
 
 
-def run_ranks(k: int, size: int, steps: int, folder: str, shard: str = "all") -> list[dict]:
-    """``k`` rank processes on one sample, FSDP2 over ``shard`` ("all" ranks or "dp"); or,
-    with ``shard="alone"``, each on a sample of its slab's shape by itself (the ceiling)."""
+def run_ranks(
+    k: int, size: int, steps: int, folder: str, shard: str = "all", x: int | None = None
+) -> list[dict]:
+    """``k`` rank processes on one ``(T, x, size)`` sample (``x`` = ``size`` by default),
+    FSDP2 over ``shard`` ("all" ranks or "dp"); or, with ``shard="alone"``, each on a sample of
+    its slab's shape by itself (the ceiling)."""
     tag = f"{k}-{size}-{shard}-{time.monotonic_ns()}"  # a fresh rendezvous file each run
     init, out = f"file://{folder}/rdv-{tag}", f"{folder}/out-{tag}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    args = [init, out, str(size), str(steps), shard]
+    args = [init, out, str(size), str(steps), shard, str(x or size)]
     procs = [
         subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(k), *args], env=env)
         for r in range(k)
@@ -262,10 +272,32 @@ def timing(rounds: list[dict], name: str) -> dict:
     return result
 
 
+def weak(size: int, steps: int, folder: str) -> None:
+    """Weak scaling: ``k = 1, 2, 4`` ranks on ``(T, k · size, size)``, one table."""
+    from pdeladder.slabs import DomainTiling
+    from pdeladder.trainer.distributed.memory import peak_bytes
+
+    print("k  sample (T, X, Y)   tensors per rank (max, MiB)  vs k = 1  model  step s  load")
+    base = None
+    for k in (1, 2, 4):
+        ranks = run_ranks(k, size, steps, folder, x=k * size)
+        peak = max(r["tensor_peak_mb"] for r in ranks)
+        base = base or peak
+        grid = (T, k * size, size, 1)
+        tiling = DomainTiling(x=k, padding=config().padding)
+        predicted = peak_bytes(config(), grid, 2, 1, tiling, k, True) / 2**20
+        step = max(r["step_s"] for r in ranks)
+        print(
+            f"{k}  {grid[:3]!s:<17}  {peak:27.1f}  {peak / base:7.3f}x  {predicted:5.1f}  "
+            f"{step:6.3f}  {os.getloadavg()[0]:4.1f}"
+        )
+    print("target: tensors per rank within 10 % of k = 1's")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--rank"]:
-        r, k, init, out, size, steps, shard = sys.argv[2:9]
-        rank_main(int(r), int(k), init, out, int(size), int(steps), shard)
+        r, k, init, out, size, steps, shard, x = sys.argv[2:10]
+        rank_main(int(r), int(k), init, out, int(size), int(steps), shard, int(x))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=128)
@@ -275,6 +307,16 @@ def main() -> None:
         "--timing-only", action="store_true", help="only time k = 1 against k = 2 (no files)"
     )
     parser.add_argument("--rounds", type=int, default=2, help="--timing-only: rounds of k = 1, 2")
+    parser.add_argument(
+        "--shard",
+        choices=("all", "dp"),
+        default="all",
+        help="--timing-only: k = 2's parameters sharded over all ranks (FSDP2) or replicated "
+        "over the domain ranks",
+    )
+    parser.add_argument(
+        "--weak", action="store_true", help="weak scaling: k = 1, 2, 4 on a sample grown with k"
+    )
     args = parser.parse_args()
     from pdeladder.slabs import DomainTiling
     from pdeladder.trainer.distributed.memory import peak_bytes
@@ -284,11 +326,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         if args.timing_only:
             rounds = [
-                {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2)}
+                {k: run_ranks(k, args.size, args.steps, folder, shard=args.shard) for k in (1, 2)}
                 | {"alone": run_ranks(2, args.size, args.steps, folder, shard="alone")}
                 for _ in range(args.rounds)
             ]
-            timing(rounds, "FSDP2 over all")
+            timing(
+                rounds, {"all": "FSDP2 over all", "dp": "replicated over the domain"}[args.shard]
+            )
+            return
+        if args.weak:
+            weak(args.size, args.steps, folder)
             return
         runs = {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2, 4)}
         double = run_ranks(2, 2 * args.size, 1, folder)

@@ -52,7 +52,14 @@ write goes into a new folder, removed after its timing.
    would be shorter); the fraction of its time spent waiting for the next batch, over all
    batches and after the first (the pipeline's start-up latency is paid once per epoch).
    Target <= 5%.
-5. Records: what a loader's catalog reads of every sample (status, checksums, parameters) of
+5. The machine's pace and other readers of the same chunks: ``cat`` of the group's chunk files
+   in the loader's order (one process: the machine's own sequential read of the same bytes,
+   from the page cache as every timed read here; the time of an empty ``cat``, its start-up,
+   subtracted), against the loader's physical read: the loader's throughput as a fraction of
+   it. And sample by sample, one sample at a time in the loader's order: zarr-python
+   (``array[i]``) against tensorstore (its ``zarr3`` driver, the reads of a batch issued at
+   once, its own thread pools), and the loader against the faster of the two.
+6. Records: what a loader's catalog reads of every sample (status, checksums, parameters) of
    the wait measurement's group (64 samples), through the group's API vs zarr's reads of the
    arrays that hold them (``RECORDS``).
 
@@ -64,6 +71,7 @@ runs; ratios taken in one run, with the two sides alternating, vary much less.
 import argparse
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -71,6 +79,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import tensorstore as ts
 import torch
 from _data import heat_samples  # benchmarks/_data.py (the script folder is on sys.path)
 from rich.console import Console
@@ -247,6 +256,9 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
     processor = DataProcessor(layout)
     mean, std = layout.normalisation["heat"]["mean"][0], layout.normalisation["heat"]["std"][0]
     paths = [os.path.join(url, key) for i in order for key in group.chunks["fields"].keys(i)]
+    fields = group.array("fields")
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(url / fields.path)}}
+    tensorstore = ts.open(spec, read=True).result()
     sample = np.empty_like(samples[0].fields)
     buffer = memoryview(sample).cast("B")
 
@@ -277,9 +289,27 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
 
         return run
 
+    def zarr_python() -> None:
+        assert all(fields[i].shape == samples[0].fields.shape for i in order)
+
+    def tensorstore_reads() -> None:
+        for first in range(0, N, BATCH):
+            pending = [tensorstore[i].read() for i in order[first : first + BATCH]]
+            assert all(r.result().shape == samples[0].fields.shape for r in pending)
+
+    def cat(args: list[str]) -> Callable[[], float]:
+        def run() -> float:
+            t0 = time.perf_counter()
+            subprocess.run(args, stdout=subprocess.DEVNULL, check=True)
+            return time.perf_counter() - t0
+
+        return run
+
     sides = {
         "loader": loader,
         "h5py": baseline(None),
+        "zarr-python": zarr_python,
+        "tensorstore": tensorstore_reads,
         "loader normalised": normalised,
         "h5py normalised": baseline((mean, std)),
         "consumer normalised": consumer_normalised,
@@ -289,7 +319,11 @@ def read_times(samples: list[Sample], tmp: Path, codec: str, h5: Path) -> dict[s
             "chunk files": chunk_files(check_and_normalise=False),
             "+ checksum, normalisation": chunk_files(check_and_normalise=True),
         }
-    return dict(zip(sides, best_times(*map(timed, sides.values())), strict=True))
+    times = dict(zip(sides, best_times(*map(timed, sides.values())), strict=True))
+    if codec == "none":
+        started, read = best_times(cat(["cat", "/dev/null"]), cat(["cat", *paths]))
+        times["cat"] = read - started
+    return times
 
 
 def measure(samples: list[Sample], tmp: Path) -> dict:
@@ -328,7 +362,16 @@ def rows(r: dict) -> list[tuple[str, float, float, str]]:
         out.append((label, read["loader normalised"], read["h5py normalised"], ">= 1.0x"))
         label = f"read: loader ({codec}), DataProcessor in the consumer vs h5py (normalised)"
         out.append((label, read["consumer normalised"], read["h5py normalised"], ""))
+    for codec in CODECS:
+        read = r["read"][codec]
+        label = f"read: tensorstore ({codec}) vs zarr-python, sample by sample"
+        out.append((label, read["tensorstore"], read["zarr-python"], ""))
+        other = min(("tensorstore", "zarr-python"), key=read.get)
+        label = f"read: loader ({codec}) vs {other} (the faster of the two)"
+        out.append((label, read["loader"], read[other], ""))
     read = r["read"]["none"]
+    label = "read: loader (none) vs cat of its chunk files (the machine's sequential read)"
+    out.append((label, read["loader"], read["cat"], ""))
     for part, base in (("chunk files", "h5py"), ("+ checksum, normalisation", "h5py normalised")):
         out.append((f"read floor: {part}, one thread vs {base}", read[part], read[base], ""))
     for codec in CODECS:

@@ -5,6 +5,13 @@ that K = 2 may use, measured against each other.
 
     python benchmarks/solve_ranks.py [--family heat --dim 2 --resolution 257 --snapshots 11]
         [--solver NAME ...] [--repeat N] [--ceiling]
+    python benchmarks/solve_ranks.py --family all [--repeat N]
+
+``--family all`` runs every registered family at its large benchmark size (:data:`LARGE`: the
+size at which a sample is worth two ranks, the largest each family's solve reaches in a few
+minutes on one rank of this machine) and ends with one table: the solver each K chose, the
+K = 2 speed-up of the solve and of the whole run against the 1.6x target, and the K = 2 sample
+against the K = 1 one.
 
 Each run is one ``pdeladder solve --ranks K`` into a fresh store in a temporary folder; the
 figures are those rank 0 reports (``solve_s``: the slowest rank's time stepping, imports, mesh
@@ -44,6 +51,23 @@ from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV as ENV
 from pdeladder.solvers.fem import SOLVERS
 from pdeladder.solvers.grid import spatial_shape
 from pdeladder.solvers.random_fields import gaussian_random_field
+
+#: family -> (dim, resolution, snapshots): each family's large benchmark size (``--family all``)
+LARGE = {
+    "heat": (3, 65, 11),
+    "wave": (3, 65, 11),
+    "allen_cahn": (3, 65, 11),
+    "gray_scott": (3, 65, 11),
+    "advection_diffusion": (3, 65, 11),
+    "burgers": (3, 33, 11),
+    "darcy": (3, 65, 1),
+    "helmholtz": (3, 65, 1),
+    "chip_stack": (3, 65, 1),
+    "navier_stokes": (2, 129, 11),
+    "channel_flow": (2, 129, 1),
+    "channel_wake": (2, 33, 11),
+}
+TARGET = 1.6  # the K = 2 solve speed-up asked of every family at its large size
 
 PDELADDER = os.path.join(os.path.dirname(sys.executable), "pdeladder")
 IDLE = (
@@ -119,21 +143,8 @@ def draw(shape: tuple[int, ...], ranks: int) -> tuple[float, float]:
     return peak, seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", default="heat")
-    parser.add_argument("--dim", type=int, default=2)
-    parser.add_argument("--resolution", type=int, default=257)
-    parser.add_argument("--snapshots", type=int, default=11)
-    parser.add_argument("--solver", action="append", default=[], choices=sorted(SOLVERS))
-    parser.add_argument("--repeat", type=int, default=1, help="rounds, alternated")
-    parser.add_argument("--ceiling", action="store_true", help="also two K = 1 solves at once")
-    a = parser.parse_args()
-    idle = float(
-        subprocess.run(
-            [sys.executable, "-c", IDLE], capture_output=True, text=True, check=True
-        ).stdout
-    )
+def measure(a: argparse.Namespace, idle: float) -> dict:
+    """One family at one size: print its figures, return its row of ``--family all``'s table."""
     cases = [(1, None), (2, None), *((2, s) for s in a.solver)]
     load = [os.getloadavg()[0]]
     lines: dict[tuple[int, str | None], list[dict]] = {case: [] for case in cases}
@@ -168,22 +179,87 @@ def main() -> None:
         f"  per-rank peak RSS K=2 / K=1: {peak2 / peak1:.2f} "
         f"(above an idle rank's {idle:.0f} MB: {(peak2 - idle) / (peak1 - idle):.2f})"
     )
-    for (ranks, _), runs in lines.items():
+    serial = one[0]["fields"]
+    gaps = {}
+    for (ranks, solver), runs in lines.items():
         if ranks > 1:
-            serial = one[0]["fields"]
-            gap = np.abs(runs[0]["fields"] - serial).max() / np.abs(serial).max()
-            print(f"  {label(ranks, runs[0])} against K = 1: max |difference| / max |u| {gap:.1e}")
+            gaps[solver] = np.abs(runs[0]["fields"] - serial).max() / np.abs(serial).max()
+            print(
+                f"  {label(ranks, runs[0])} against K = 1: max |difference| / max |u| "
+                f"{gaps[solver]:.1e}"
+            )
     ratio = max(two[0]["bytes_per_rank"]) / one[0]["bytes_per_rank"][0]
     print(f"  bytes per rank K=2 / K=1: {ratio:.2f}")
-    shape = spatial_shape(a.dim, a.resolution)
-    (whole, t1), *parts = (draw(shape, k) for k in (1, 2, 8))
-    print(
-        f"  initial draw per rank (traced peak, time): K = 1 {whole / 2**20:.1f} MiB {t1:.2f} s; "
-        + "; ".join(
-            f"K = {k} {peak / 2**20:.1f} MiB ({peak / whole:.2f}x) {t:.2f} s"
-            for k, (peak, t) in zip((2, 8), parts, strict=True)
+    if not a.all:
+        shape = spatial_shape(a.dim, a.resolution)
+        (whole, t1), *parts = (draw(shape, k) for k in (1, 2, 8))
+        print(
+            f"  initial draw per rank (traced peak, time): K = 1 {whole / 2**20:.1f} MiB "
+            f"{t1:.2f} s; "
+            + "; ".join(
+                f"K = {k} {peak / 2**20:.1f} MiB ({peak / whole:.2f}x) {t:.2f} s"
+                for k, (peak, t) in zip((2, 8), parts, strict=True)
+            )
         )
+    best = {k: min(r["solve_s"] for r in runs) for k, runs in ((1, one), (2, two))}
+    return {
+        "family": a.family,
+        "size": f"{a.dim}D {a.resolution}^{a.dim}, T = {a.snapshots}",
+        "dofs": one[0]["dofs"],
+        "solvers": (one[0]["linear_solver"], two[0]["linear_solver"]),
+        "solve_s": (best[1], best[2]),
+        "solve": min(r["solve_s"] for r in one) / min(r["solve_s"] for r in two),
+        "wall": min(r["wall_s"] for r in one) / min(r["wall_s"] for r in two),
+        "gap": gaps[None],
+        "load": load,
+    }
+
+
+def table(rows: list[dict]) -> None:
+    """``--family all``'s closing table, one row per family."""
+    print(
+        f"\n| family | size | dofs | K = 1 solver | K = 2 solver | solve s K = 1 / K = 2 | "
+        f"speed-up solve (target {TARGET}x) / wall | K = 2 vs K = 1 | load |"
     )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        mark = "" if r["solve"] >= TARGET else " (short)"
+        print(
+            f"| {r['family']} | {r['size']} | {r['dofs']} | {r['solvers'][0]} | "
+            f"{r['solvers'][1]} | {r['solve_s'][0]:.2f} / {r['solve_s'][1]:.2f} | "
+            f"{r['solve']:.2f}x{mark} / {r['wall']:.2f}x | {r['gap']:.1e} | "
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", default="heat", help="a family, or all (at LARGE sizes)")
+    parser.add_argument("--dim", type=int, default=2)
+    parser.add_argument("--resolution", type=int, default=257)
+    parser.add_argument("--snapshots", type=int, default=11)
+    parser.add_argument("--solver", action="append", default=[], choices=sorted(SOLVERS))
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, alternated")
+    parser.add_argument("--ceiling", action="store_true", help="also two K = 1 solves at once")
+    parser.add_argument(
+        "--only", nargs="+", default=None, help="with --family all: these families only"
+    )
+    a = parser.parse_args()
+    idle = float(
+        subprocess.run(
+            [sys.executable, "-c", IDLE], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    a.all = a.family == "all"
+    if not a.all:
+        measure(a, idle)
+        return
+    rows = []
+    for family in a.only or list(LARGE):
+        a.family, (a.dim, a.resolution, a.snapshots) = family, LARGE[family]
+        rows.append(measure(a, idle))
+        sys.stdout.flush()
+    table(rows)
 
 
 if __name__ == "__main__":

@@ -239,7 +239,7 @@ def main(argv: list[str]) -> int:
             "steps": stats.steps,
             "wall_s": round(stats.wall_s, 4),
             "solve_s": round(stats.solve_s, 4),
-            "linear_solver": provenance.get("linear_solver"),
+            "linear_solver": provenance.get("linear_solver") or provenance.get("nonlinear_solver"),
             "krylov_iterations": stats.krylov_iterations,
             "status": stats.status,
             "index": index,

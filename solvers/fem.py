@@ -316,7 +316,8 @@ def choose_solver(kind: str, dim: int, dofs: int, ranks: int = 1) -> str:
             ``"saddle"`` (Stokes/Navier–Stokes blocks: :class:`LaggedFactorization`).
         dim, dofs: problem size, for the direct/iterative switch.
         ranks: the MPI processes sharing the system. A factorization on more than one is
-            MUMPS's (:func:`solver_options`), except a mass system's: CG + overlapping Schwarz
+            MUMPS's and an ILU(0) one per rank's overlapping block (:func:`solver_options`;
+            every family measured on two ranks: docs/curriculum.md), except a mass system's: CG + overlapping Schwarz
             with ICC(1) blocks, warm-started (``cg_asm_icc1_warm``, or the entry that
             :data:`PARALLEL_SOLVER_ENV` names). Measured (``benchmarks/solve_ranks.py``, heat
             2D 257², 260 steps, 2 ranks on 2 shared cores, 3 rounds): solve 6.1 s best, 23 ms
@@ -343,18 +344,25 @@ def choose_solver(kind: str, dim: int, dofs: int, ranks: int = 1) -> str:
 
 def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
     """The PETSc options of the named solver on ``comm``: :data:`SOLVERS`, with MUMPS for a
-    factorization on more than one rank."""
+    factorization on more than one rank, and an incomplete factorization there on each rank's
+    overlapping block (additive Schwarz, overlap 1: PETSc's ILU is serial only)."""
     options = dict(SOLVERS[solver])
     if options["pc_type"] in ("cholesky", "lu") and comm.size > 1:
         options["pc_factor_mat_solver_type"] = "mumps"
+    if options["pc_type"] == "ilu" and comm.size > 1:
+        options |= {"pc_type": "asm", "sub_pc_type": "ilu"}
     return options
 
 
 def solver_provenance(comm: MPI.Comm, solver: str) -> str:
     """The named solver as a sample's provenance records it (``linear_solver``): what runs on
     ``comm``, the :data:`SOLVERS` name followed by the package that factorizes, where one does
-    (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank)."""
-    package = solver_options(comm, solver).get("pc_factor_mat_solver_type")
+    (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank), or ``"(ASM)"``
+    where an incomplete factorization runs on each rank's block."""
+    options = solver_options(comm, solver)
+    package = options.get("pc_factor_mat_solver_type")
+    if options["pc_type"] == "asm" and SOLVERS[solver]["pc_type"] != "asm":
+        package = "asm"
     return f"{solver} ({package.upper()})" if package else solver
 
 

@@ -135,3 +135,46 @@ def test_a_1d_grid_that_cannot_resolve_the_outflow_layer_is_named(resolution, pe
     why = fam.unresolved(fam.grid(1, resolution, 5), {"peclet": (10.0, peclet)})
     assert why == says or (says is not None and why.endswith(says)), why
     assert fam.unresolved(fam.grid(2, 17, 5), {"peclet": (10.0, 2000.0)}) is None  # no layer
+
+
+_STEADY = """
+from mpi4py import MPI
+import sys
+import numpy as np
+import ufl
+from dolfinx import fem, mesh
+from pdeladder.solvers.fem import solve_steady
+
+comm = MPI.COMM_WORLD if sys.argv[1] == "world" else MPI.COMM_SELF
+msh = mesh.create_unit_cube(comm, 32, 32, 32)
+V = fem.functionspace(msh, ("Lagrange", 1))
+u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+b = ufl.as_vector((1.0, 0.5, 0.0))
+a = (0.05 * ufl.inner(ufl.grad(u), ufl.grad(v)) + ufl.dot(b, ufl.grad(u)) * v) * ufl.dx
+L = fem.Constant(msh, 1.0) * v * ufl.dx
+msh.topology.create_connectivity(2, 3)
+walls = mesh.exterior_facet_indices(msh.topology)
+bc = fem.dirichletbc(0.0, fem.locate_dofs_topological(V, 2, walls), V)
+u_h, used = solve_steady(a, L, [bc], "nonsymmetric", "ad_two_ranks")
+norm = msh.comm.allreduce(fem.assemble_scalar(fem.form(u_h * u_h * ufl.dx)), op=MPI.SUM)
+if msh.comm.rank == 0:
+    print(used, repr(norm))
+"""
+
+
+@pytest.mark.mpi
+def test_a_large_nonsymmetric_system_solves_on_two_ranks(two_ranks):
+    """A 3D system large enough for GMRES + ILU (35 937 dofs) solves on two ranks: PETSc's ILU
+    is serial only, so each rank factorizes its overlapping block (ASM). The solution is the
+    one-rank solution to the solvers' tolerance."""
+    import subprocess
+    import sys
+
+    (line,) = two_ranks(_STEADY, "world")
+    serial = subprocess.run(
+        [sys.executable, "-c", _STEADY, "self"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    used, norm = line.rsplit(" ", 1)
+    assert used == "gmres_ilu (ASM)"
+    assert serial[0] == "gmres_ilu"
+    assert float(norm) == pytest.approx(float(serial[1]), rel=1e-8)
