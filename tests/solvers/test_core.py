@@ -183,3 +183,53 @@ def test_a_broken_pipe_does_not_abort_a_process_that_solved():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "alive", proc.stderr[-2000:]
+
+
+_STEADY = """
+from mpi4py import MPI
+import sys
+import numpy as np
+import ufl
+from dolfinx import fem, mesh
+from pdeladder.solvers.fem import solve_steady, solver_options
+
+comm = MPI.COMM_WORLD if sys.argv[1] == "world" else MPI.COMM_SELF
+kind = sys.argv[2]
+msh = mesh.create_unit_cube(comm, 32, 32, 32)
+V = fem.functionspace(msh, ("Lagrange", 1))
+u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+a = 0.05 * ufl.inner(ufl.grad(u), ufl.grad(v)) * ufl.dx
+if kind == "nonsymmetric":
+    a += ufl.dot(ufl.as_vector((1.0, 0.5, 0.0)), ufl.grad(u)) * v * ufl.dx
+L = fem.Constant(msh, 1.0) * v * ufl.dx
+msh.topology.create_connectivity(2, 3)
+walls = mesh.exterior_facet_indices(msh.topology)
+bc = fem.dirichletbc(0.0, fem.locate_dofs_topological(V, 2, walls), V)
+u_h, used = solve_steady(a, L, [bc], kind, "two_ranks")
+norm = msh.comm.allreduce(fem.assemble_scalar(fem.form(u_h * u_h * ufl.dx)), op=MPI.SUM)
+options = solver_options(msh.comm, used.split()[0])
+if msh.comm.rank == 0:
+    print(options["pc_type"], options.get("pc_gamg_aggressive_coarsening"), used, repr(norm))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("kind", "serial", "parallel"),
+    [
+        ("nonsymmetric", "ilu None gmres_ilu", "asm None gmres_ilu (ASM)"),
+        ("elliptic", "gamg None cg_amg", "gamg 0 cg_amg"),
+    ],
+)
+def test_a_large_system_solves_on_two_ranks_as_on_one(two_ranks, kind, serial, parallel):
+    """3D systems past the direct solvers' range (35 937 dofs) solve on two ranks with the
+    options :func:`~pdeladder.solvers.fem.solver_options` gives them there: ILU(0) on each
+    rank's overlapping block (PETSc's ILU is serial only), GAMG without aggressive coarsening.
+    The solution is the one-rank solution to the solvers' tolerance."""
+    (line,) = two_ranks(_STEADY, "world", kind)
+    one = subprocess.run(
+        [sys.executable, "-c", _STEADY, "self", kind], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (used, norm), (used_one, norm_one) = line.rsplit(" ", 1), one.rsplit(" ", 1)
+    assert (used_one, used) == (serial, parallel)
+    assert float(norm) == pytest.approx(float(norm_one), rel=1e-8)
