@@ -1,11 +1,14 @@
 """Campaigns and training on a multi-node Ray cluster (:mod:`tests.cluster`: a head and worker
 nodes, each in a network namespace of its own): samples and gangs land on several nodes, on a
 path store and on an ``s3://`` store; a node that joins is used and a node lost mid-campaign
-loses nothing, the store equal to a one-machine run's bit for bit; domain-parallel training
+loses nothing, the store equal to a one-machine run's bit for bit, and so does a gang whose
+rank is killed; domain-parallel training
 across two nodes ends with one process's model, a node lost under training with an undisturbed
 run's; training is submitted as a Ray job from a machine outside the cluster."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +160,48 @@ def test_a_lost_node_loses_nothing_and_a_node_that_joins_is_used(
         out, _ = run.communicate(timeout=600)
         assert run.returncode == 0, out
         assert c.ran("w2", "Solver") >= 3, out  # w1's two actors restarted, and the third
+        assert f"{sizes['samples'] + 2} solved, 0 failed" in out, out
+        verified(c, url)
+        assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
+
+
+def kill_a_rank(c: nodes.Cluster) -> str | None:
+    """SIGKILL the first rank of a slab solve (a gang's ``mpiexec`` process) found on a worker
+    node; the node's name, or None when no rank runs yet."""
+    for name in ("w1", "w2"):
+        for pid in c.nodes[name].pids():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[1:3] == [b"-m", b"pdeladder.curriculum.slab_solve"]:
+                os.kill(pid, signal.SIGKILL)
+                return name
+    return None
+
+
+@pytest.mark.slow  # the fault matrix's gang case; a lost node in CI: the campaign's
+def test_a_killed_rank_of_a_gang_is_solved_again_and_equals_one_machines(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """One rank of a 2-rank gang on a worker node is killed (SIGKILL) while it solves: the
+    gang's sample is solved again, and the campaign ends complete, verified and equal to one
+    machine's bit for bit (a gang's sample is bitwise reproducible for a given K)."""
+    sizes = {"samples": 4, "resolution": 17}
+    with nodes.cluster({"w1": 2, "w2": 2}) as c:
+        url = str(tmp_path / "cluster.zarr")
+        (tmp_path / "c.yaml").write_text(CAMPAIGN.format(**sizes))
+        run = c.run("head", PDELADDER, "curriculum", "materialize", str(tmp_path / "c.yaml"),
+                    "--store", url, "--workers", "2", "--address", c.address,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while (killed := kill_a_rank(c)) is None:
+            assert run.poll() is None, run.communicate()[0]
+            assert time.monotonic() < deadline, "no rank of a gang seen in 300 s"
+            time.sleep(0.05)
+        out, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, out
+        assert c.ran(killed, "gang_solve"), out
         assert f"{sizes['samples'] + 2} solved, 0 failed" in out, out
         verified(c, url)
         assert_equal_stores(url, reference(tmp_path, **sizes), sizes["resolution"])
