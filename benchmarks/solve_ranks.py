@@ -47,6 +47,7 @@ import tracemalloc
 import numpy as np
 
 from pdeladder.dataset.store import open_store
+from pdeladder.solvers import family_names
 from pdeladder.solvers.fem import PARALLEL_SOLVER_ENV as ENV
 from pdeladder.solvers.fem import SOLVERS
 from pdeladder.solvers.grid import spatial_shape
@@ -254,8 +255,12 @@ def main() -> None:
     if not a.all:
         measure(a, idle)
         return
+    registered = family_names()
+    missing = sorted(set(registered) - set(LARGE))
+    if missing:
+        print(f"no large benchmark size (LARGE) for {', '.join(missing)}: not measured")
     rows = []
-    for family in a.only or list(LARGE):
+    for family in a.only or [f for f in LARGE if f in registered]:
         a.family, (a.dim, a.resolution, a.snapshots) = family, LARGE[family]
         rows.append(measure(a, idle))
         sys.stdout.flush()
