@@ -317,11 +317,12 @@ def choose_solver(kind: str, dim: int, dofs: int, ranks: int = 1) -> str:
         dim, dofs: problem size, for the direct/iterative switch.
         ranks: the MPI processes sharing the system. A factorization on more than one is
             MUMPS's and an ILU(0) one per rank's overlapping block (:func:`solver_options`;
-            every family measured on two ranks: docs/curriculum.md), except a mass system's: CG + overlapping Schwarz
-            with ICC(1) blocks, warm-started (``cg_asm_icc1_warm``, or the entry that
-            :data:`PARALLEL_SOLVER_ENV` names). Measured (``benchmarks/solve_ranks.py``, heat
-            2D 257², 260 steps, 2 ranks on 2 shared cores, 3 rounds): solve 6.1 s best, 23 ms
-            of CPU a step per rank, against MUMPS's 16.8 s and 43 ms (serial Cholesky: 2.7 s).
+            every family measured on two ranks: docs/curriculum.md), except a mass system's:
+            CG + overlapping Schwarz with ICC(1) blocks, warm-started (``cg_asm_icc1_warm``,
+            or the entry that :data:`PARALLEL_SOLVER_ENV` names). Measured
+            (``benchmarks/solve_ranks.py``, heat 2D 257², 260 steps, 2 ranks on 2 shared
+            cores, 3 rounds): solve 6.1 s best, 23 ms of CPU a step per rank, against MUMPS's
+            16.8 s and 43 ms (serial Cholesky: 2.7 s).
     """
     small = dofs <= (200_000 if dim <= 2 else 30_000)
     if kind == "saddle":
