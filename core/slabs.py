@@ -24,11 +24,17 @@ its share of the padding (``Slab.padding_part``; on a padded slab the global ran
 the work: the padded hidden layers and the unpadded lift, projection and losses. The spectral
 transform evaluates each rank's DFT rows at the global offsets it holds, contiguous or not.
 Pure arithmetic: nothing here talks to other ranks.
+
+A slab held by a rank of a domain group carries that group (``Slab.domain``), as PhysicsNeMo's
+``ShardTensor`` carries its spec and device mesh: the losses, halos and symmetries that
+communicate read it there, and the layout never travels as a second argument beside the slab.
+The group is only carried here, typed loosely, so that nothing here imports the trainer.
 """
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pdeladder.errors import UserInputError
 
@@ -91,6 +97,11 @@ class Slab:
     ``padding_part``: on a slab a tiling cut, per axis, the part ``[a, b)`` of the padding
     points appended past the axis's end (numbered from 0) that this rank holds after its grid
     points (:meth:`padded`); ``None``: the rank holding an axis's last point holds them all.
+
+    ``domain``: the domain group whose rank holds this slab (a
+    :class:`~pdeladder.trainer.distributed.collectives.DomainGroup`, which its ``slab`` gives;
+    :meth:`held_by`), or ``None`` for a sample held whole by one process (or a box no group
+    holds). Who holds the box, not which box it is: no part of equality, hash or repr.
     """
 
     shape: tuple[int, int, int, int]
@@ -98,6 +109,7 @@ class Slab:
     hi: tuple[int, int, int, int]
     padding_part: tuple[tuple[int, int], ...] | None = None
     tail: tuple[tuple[int, int], ...] = ((0, 0),) * 4
+    domain: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def whole(cls, shape: tuple[int, ...]) -> "Slab":
@@ -114,6 +126,10 @@ class Slab:
     def is_whole(self) -> bool:
         return self.lo == (0, 0, 0, 0) and self.hi == self.shape
 
+    def held_by(self, domain: Any) -> "Slab":
+        """This box, held by a rank of the domain group ``domain`` (``None``: by no group)."""
+        return replace(self, domain=domain)
+
     def is_split(self, axis: int) -> bool:
         """Whether this rank holds only part of ``axis``."""
         return (self.lo[axis], self.hi[axis]) != (0, self.shape[axis])
@@ -127,7 +143,7 @@ class Slab:
         """This rank's slab of the grid with ``pad[a]`` points appended to each axis: its grid
         points, then its part of the padding (all of it on the rank holding the last point,
         without ``padding_part``): adjacent to the points where they end the axis, else a
-        ``tail``."""
+        ``tail``. Held by the same domain group."""
         shape = tuple(n + p for n, p in zip(self.shape, pad, strict=True))
         parts = self.padding_part or tuple(
             (0, p if h == n else 0) for h, p, n in zip(self.hi, pad, self.shape, strict=True)
@@ -143,7 +159,7 @@ class Slab:
                 tail.append((0, 0))
             else:
                 tail.append((n + first, n + last) if last > first else (0, 0))
-        return Slab(shape, self.lo, tuple(hi), tail=tuple(tail))
+        return Slab(shape, self.lo, tuple(hi), tail=tuple(tail), domain=self.domain)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from pdeladder.dataset.slots import SlotLayout
 from pdeladder.slabs import Slab
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import family_group
-from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.symmetry import move
 from pdeladder.trainer.metrics import channel_nrmse
 from pdeladder.trainer.processor import DataProcessor
@@ -30,16 +29,15 @@ def predict(
     batch: dict[str, Any],
     slab: Slab | None = None,
     symmetrize: bool = False,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Physical prediction ``(B, C, T, X, Y, Z)`` for a batch already on the device (on the
-    box ``slab`` of the global grid, default the whole grid; on a sample split over ``domain``,
-    each rank its ``slab``).
+    box ``slab`` of the global grid, default the whole grid; on a sample split over the domain
+    group ``slab.domain``, each rank its ``slab``).
 
     ``symmetrize``: for a box-symmetric family, the mean over the box's symmetry group of
     ``g⁻¹ model(g inputs)`` (:mod:`pdeladder.solvers.symmetry`; 2, 8 or 48 passes in 1D, 2D or
     3D), which is equivariant exactly where the model is only approximately; on slabs, the same
-    mean over the whole group, the elements that move x moving the slabs across the ``domain``
+    mean over the whole group, the elements that move x moving the slabs across the domain
     ranks (:func:`~pdeladder.trainer.distributed.symmetry.move`).
     """
     family = processor.family(batch)
@@ -48,11 +46,11 @@ def predict(
     for g in group:
         moved = batch
         if not g.is_identity:
-            moved = processor.moved(batch, [g] * len(batch["fields"]), slab, domain)
+            moved = processor.moved(batch, [g] * len(batch["fields"]), slab)
         x, ids = processor.inputs(moved)
         pred = processor.physical(model(x, ids, slab=slab).float(), ids)
         if not g.is_identity:
-            pred = move(pred, g.inverse(), processor.layout.slots, family.vectors, 1, slab, domain)
+            pred = move(pred, g.inverse(), processor.layout.slots, family.vectors, 1, slab)
         total = pred if total is None else total + pred
     return total / len(group)
 

@@ -75,7 +75,6 @@ from typing import Any
 import torch
 
 from pdeladder.slabs import Slab
-from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.losses.data import relative_errors
 
 #: PDEBench's fixed Fourier band edges (wavenumber index): low ``[0, 4)``, mid ``[4, 12)``, high.
@@ -112,12 +111,11 @@ def nrmse(
     *,
     inside: torch.Tensor | None = None,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """pdeladder's nRMSE ``(B, C)``: the trapezoid-weighted relative L2 error over space-time
     (module docstring), over the points ``inside``; on a ``slab`` of a sample split over
-    ``domain``, as :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
-    return relative_errors(pred, target, inside=inside, slab=slab, domain=domain)
+    ``slab.domain``, as :func:`pdeladder.trainer.losses.data.relative_errors`, which it is."""
+    return relative_errors(pred, target, inside=inside, slab=slab)
 
 
 def channel_nrmse(

@@ -142,7 +142,6 @@ def predict_into(
     provenance: dict[str, Any],
     slab: Slab | None = None,
     symmetrize: bool = False,
-    domain: DomainGroup | None = None,
     refine: int = 0,
 ) -> None:
     """Predict the ok samples ``indices`` of ``source`` and write them at the same indices of
@@ -152,11 +151,11 @@ def predict_into(
     ``(N,)`` and ``provenance`` ``(N,)`` columns. Reads ``(B, T, C_f, X, Y, Z)`` fields, predicts
     ``(B, C_slots, T, X, Y, Z)``, keeps the inputs in that order and turns each sample back to
     the store's ``(T, C_f, X, Y, Z)`` only to write it. With a
-    ``slab`` (one rank of a domain group, the model's transforms sharded over the group): reads,
-    predicts and writes only the slab's x rows, then, once every rank's slab has landed, rank 0
-    commits each sample. ``symmetrize``, ``domain`` (the group of a ``slab``):
+    ``slab`` (one rank of the domain group ``slab.domain``, the model's transforms sharded over
+    the group): reads, predicts and writes only the slab's x rows, then, once every rank's slab
+    has landed, rank 0 commits each sample. ``symmetrize``:
     :func:`~pdeladder.trainer.inference.predict`'s. ``refine``: iterations of
-    :func:`~pdeladder.trainer.refine.refine_batch` on each prediction (on the slab, with the
+    :func:`~pdeladder.trainer.refine.refine_batch` on each prediction (on the slab, over its
     domain group), recorded in each sample's provenance.
     """
     layout = processor.layout
@@ -173,11 +172,11 @@ def predict_into(
     batch = make_batch(layout, source.family, grid, fields, records["params"][indices], solved=True)
     batch = processor.to_device(batch)
     slots = layout.slot_indices(family, grid.dim)
-    pred = predict(model, processor, batch, slab, symmetrize, domain)  # (B, C, T, X, Y, Z)
+    pred = predict(model, processor, batch, slab, symmetrize)  # (B, C, T, X, Y, Z)
     given = processor.fields(batch)  # (B, C, T, X, Y, Z) physical
     refinement = {}
     if refine:
-        pred, curves = refine_batch(pred, given, batch, layout, refine, slab=slab, domain=domain)
+        pred, curves = refine_batch(pred, given, batch, layout, refine, slab=slab)
         (curve,) = curves.values()  # (B, refine + 1): one group, one family
         refinement = {
             k: {"steps": refine, "residual": [float(curve[k, 0]), float(curve[k, -1])]}
@@ -429,15 +428,14 @@ def predict_groups(
         if domain is not None:
             grid = source.grid
             tiling = slab_tiling(grid, domain.size, model.config.padding)
-            slab = tiling.slab(grid.space_time, rank)
+            slab = tiling.slab(grid.space_time, rank).held_by(domain)
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         ok = unpredicted(target, ok, records["checksum"])  # a resumed prediction's are kept
         for start in range(0, len(ok), job["batch_size"]):
             part = ok[start : start + job["batch_size"]]
             predict_into(
                 model, processor, source, target, part, records, provenance, slab,
-                symmetrize=sym, domain=domain,
-                refine=job["provenance"]["refine_steps"],
+                symmetrize=sym, refine=job["provenance"]["refine_steps"],
             )  # fmt: skip
             if advance is not None:
                 advance(path, len(part))

@@ -23,7 +23,6 @@ from pdeladder.slabs import Slab
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
 from pdeladder.solvers.symmetry import BoxSymmetry
-from pdeladder.trainer.distributed.collectives import DomainGroup
 from pdeladder.trainer.distributed.symmetry import move
 
 
@@ -87,19 +86,18 @@ class DataProcessor:
         batch: dict[str, Any],
         moves: Sequence[BoxSymmetry],
         slab: Slab | None = None,
-        domain: DomainGroup | None = None,
     ) -> dict[str, Any]:
         """``batch`` with sample ``i``'s fields moved by ``moves[i]``, a symmetry of the box
         (:mod:`pdeladder.solvers.symmetry`); its ``normalised`` fields, where it holds them,
         made again from the moved ones. Parameters are unchanged. On this rank's ``slab`` of a
-        sample split over ``domain``: its slab of the moved sample
+        sample split over ``slab.domain``: its slab of the moved sample
         (:func:`~pdeladder.trainer.distributed.symmetry.move`; every rank of the group passes
         the same ``moves``)."""
         slots, fields, family = self.layout.slots, batch["fields"], self.family(batch)
         out = torch.empty_like(fields)  # (B, C, T, X, Y, Z)
         for g in dict.fromkeys(moves):  # each element once, in the same order on every rank
             rows = torch.tensor([i for i, m in enumerate(moves) if m == g], device=fields.device)
-            out[rows] = move(fields[rows], g, slots, family.vectors, 1, slab, domain)
+            out[rows] = move(fields[rows], g, slots, family.vectors, 1, slab)
         moved = {**batch, "fields": out}
         if "normalised" in batch:
             moved["normalised"] = self.normaliser.normalise(out, batch["family"], batch["present"])

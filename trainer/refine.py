@@ -14,10 +14,10 @@ residual's floor"), so the iteration moves a prediction whose error is larger th
 the solution.
 
 Each sample is refined alone, in float64 (a sample's result does not depend on the batch it is
-predicted in). On x slabs of a ``domain`` group, Gauss–Newton solves the gathered sample on
-every rank; L-BFGS all-reduces every reduction it takes, the residual's sums and its inner
-products, over the group, so every rank takes the same steps. Either way the refined slabs
-are those of the unsharded refinement (to rounding).
+predicted in). On x slabs of a domain group (``slab.domain``), Gauss–Newton solves the gathered
+sample on every rank; L-BFGS all-reduces every reduction it takes, the residual's sums and its
+inner products, over the group, so every rank takes the same steps. Either way the refined
+slabs are those of the unsharded refinement (to rounding).
 
 Tensors are ``(b, C_f, T, X, Y, Z)``: one family's channels, physical units.
 """
@@ -139,7 +139,6 @@ def refine(
     steps: int,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
     observe: Callable[[int, torch.Tensor], None] | None = None,
 ) -> Refined:
     """``fields`` refined by ``steps`` L-BFGS iterations against ``family_name``'s residual.
@@ -151,7 +150,7 @@ def refine(
         params: ``(b, P_f)`` physical parameters.
         predicted: ``(C_f,)`` bool, the channels the model predicts (the others are inputs).
         grid: the global grid; ``slab``: the part of it these fields hold (default: whole),
-            split over ``domain``.
+            split over ``slab.domain``.
         observe: called as ``observe(iteration, fields)`` after each iteration (from 0, the
             start), for a caller's curve.
 
@@ -164,9 +163,7 @@ def refine(
     masks = held_mask(fam, fields, predicted.cpu(), grid, slab)
     held, walls = (m.to(fields.device) for m in masks)
     physics = params.double()
-    squares = partial(
-        residual_squares, family_name, params=physics, grid=grid, slab=slab, domain=domain
-    )
+    squares = partial(residual_squares, family_name, params=physics, grid=grid, slab=slab)
     scale = 1.0 / squares(trivial.double()).clamp_min(1e-20)  # (b,): relative to the trivial's
 
     def objective(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,7 +178,7 @@ def refine(
             observe(k, x.to(fields.dtype))
 
     start = with_walls_set(fam, fields.double(), physics, grid, slab, walls)
-    x, values = lbfgs(objective, start, steps, domain, seen)
+    x, values = lbfgs(objective, start, steps, slab.domain, seen)
     return Refined(x.to(fields.dtype), values)
 
 
@@ -453,7 +450,6 @@ def least_squares(
     observe: Callable[[int, torch.Tensor], None] | None = None,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> Refined:
     """``fields`` moved to the minimiser of ``family_name``'s residual over their free values
     by Gauss–Newton: each iteration a sparse direct solve of ``J δ = -R`` (``J`` the Jacobian
@@ -469,8 +465,8 @@ def least_squares(
     values (heat, advection–diffusion, Darcy's pressure) exactly, and the iteration stops
     there; a nonlinear one (Burgers) converges as Newton's method does. Each sample alone, of at most
     :func:`direct_limit` free values, else ValueError; on the x ``slab`` this rank of
-    ``domain`` holds, every rank solves the gathered samples alike and keeps its rows. On the
-    host (SciPy's sparse LU), whatever the fields' device.
+    ``slab.domain`` holds, every rank solves the gathered samples alike and keeps its rows. On
+    the host (SciPy's sparse LU), whatever the fields' device.
 
     Args: as :func:`refine`'s (``iterations``, at most, in place of ``steps``);
         ``observe(iteration, fields)`` after each iteration, from 0, for every sample at once.
@@ -480,14 +476,14 @@ def least_squares(
         relative residual at the start and after each iteration (an iteration that no longer
         lowers it ends the sample's: its value repeats).
     """
-    if domain is not None and slab is not None and slab.is_split(1):
+    if slab is not None and slab.domain is not None and slab.is_split(1):
         lo, n = slab.lo[1], slab.hi[1] - slab.lo[1]
 
         def mine(x: torch.Tensor) -> torch.Tensor:
             return x.narrow(-3, lo, n)
 
         seen = None if observe is None else (lambda k, x: observe(k, mine(x)))
-        whole = [gather_x(t, slab, domain) for t in (fields, trivial)]
+        whole = [gather_x(t, slab) for t in (fields, trivial)]
         done = least_squares(family_name, *whole, params, predicted, grid, iterations, seen)
         return Refined(mine(done.fields).contiguous(), done.residual)
     if (device := fields.device).type != "cpu":  # the sparse solve is SciPy's, on the host
@@ -643,15 +639,14 @@ def refine_batch(
     steps: int,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
     observe: Callable[[str, torch.Tensor, int, torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The physical prediction ``pred`` ``(B, C_slots, T, X, Y, Z)`` of a batch whose physical
     fields are ``given`` (the same shape) with the given values put in (input channels, the
     initial state) and every family's rows refined by ``steps`` iterations (on the x ``slab``
-    of the global grid, split over ``domain``): of :func:`least_squares` where the samples are
-    steady and small enough (:func:`direct`; on slabs, every rank solves the gathered sample
-    and keeps its rows), of :func:`refine`'s L-BFGS elsewhere.
+    of the global grid, split over ``slab.domain``): of :func:`least_squares` where the samples
+    are steady and small enough (:func:`direct`; on slabs, every rank solves the gathered
+    sample and keeps its rows), of :func:`refine`'s L-BFGS elsewhere.
 
     Returns:
         (refined prediction, ``{family: relative residual per iteration (b, steps + 1)}``).
@@ -671,7 +666,7 @@ def refine_batch(
         seen = None if observe is None else (lambda k, x, n=name, r=rows: observe(n, r, k, x))
         how = least_squares if direct(name, predicted, slab.shape, grid.dim) else refine
         done = how(name, fields, trivial, params, predicted, grid, steps,
-                   slab=slab, domain=domain, observe=seen)  # fmt: skip
+                   slab=slab, observe=seen)  # fmt: skip
         out[rows[:, None], slots] = done.fields
         curves[name] = done.residual
     return out, curves

@@ -223,7 +223,7 @@ def check_losses_on_two_point_slabs(meshes) -> dict:
         value = fn(whole, target)
         value.sum().backward()
         part = local(pred, slab).clone().requires_grad_()
-        sharded = fn(part, local(target, slab), slab=slab, domain=domain)
+        sharded = fn(part, local(target, slab), slab=slab)
         sharded.sum().backward()
         out[f"{name} value"] = rel(sharded, value)
         out[f"{name} grad"] = rel(part.grad, local(whole.grad, slab))

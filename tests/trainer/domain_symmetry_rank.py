@@ -63,7 +63,7 @@ def check_moves(world: int, rank: int) -> dict[str, float]:
         whole = torch.randn(2, len(CHANNELS), 3, *shape, generator=g_)  # (B, C, T, X, Y, Z)
         worst, moved_x = 0.0, 0
         for g in box_group(dim):
-            got = move(slab_rows(whole, slab, 3), g, CHANNELS, VECTORS, 1, slab, domain)
+            got = move(slab_rows(whole, slab, 3), g, CHANNELS, VECTORS, 1, slab)
             want = slab_rows(g.apply(whole, CHANNELS, VECTORS, 1), slab, 3)
             worst = max(worst, (got - want).abs().max().item())
             moved_x += g.perm[0] != 0 or g.flips[0]
@@ -126,10 +126,10 @@ def check_predictions(world: int, rank: int) -> dict[str, float]:
         split_samples(sharded, domain)
         grid = batch["grid"]
         tiling = DomainTiling(x=world, padding=PADDING, x_cuts=cuts)  # predict's slab
-        slab = tiling.slab(grid.space_time, rank)
+        slab = tiling.slab(grid.space_time, rank).held_by(domain)
         processor = DataProcessor(layout)
         want = slab_rows(predict(model, processor, batch, symmetrize=True), slab, 3)
-        got = predict(sharded, processor, slab_batch(batch, slab), slab, True, domain)
+        got = predict(sharded, processor, slab_batch(batch, slab), slab, True)
         out[f"symmetrized {name}"] = ((got - want).abs().max() / want.abs().max()).item()
     return out
 

@@ -115,9 +115,7 @@ def measured_peak(dims, domain, sample, modes, width, batch, checkpointing) -> i
 
     def step():
         with torch.profiler.record_function("forward"):
-            loss = relative_loss(
-                model(inputs, family, slab), target, mask, slab=slab, domain=domain
-            )
+            loss = relative_loss(model(inputs, family, slab), target, mask, slab=slab)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -152,7 +150,7 @@ def sent(dims, domain) -> dict[str, dict[str, int]]:
         mask = torch.ones(batch, 2, dtype=torch.bool)
         domain.sent.clear()
         pred = model(inputs[box], family, slab)
-        relative_loss(pred, target[box], mask, h1=loss == "h1", slab=slab, domain=domain).backward()
+        relative_loss(pred, target[box], mask, h1=loss == "h1", slab=slab).backward()
         results[name] = dict(domain.sent)
     return results
 

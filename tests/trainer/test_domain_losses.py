@@ -107,12 +107,11 @@ def check_data(name, domain, shape):
         (ref_grad,) = torch.autograd.grad(ref, whole)
         local = box(pred, slab, 2, 3).requires_grad_(True)
         loss = relative_loss(local, box(target, slab, 2, 3), mask, h1=h1, inside=local_inside,
-                             slab=slab, domain=domain)
+                             slab=slab)
         (grad,) = torch.autograd.grad(loss, local)
         kind = ("h1" if h1 else "l2") + tag
         results[f"{kind} errors {name}"] = rel(
-            relative_errors(local, box(target, slab, 2, 3), h1, inside=local_inside, slab=slab,
-                            domain=domain),
+            relative_errors(local, box(target, slab, 2, 3), h1, inside=local_inside, slab=slab),
             relative_errors(pred, target, h1, inside=inside))
         results[f"{kind} loss {name}"] = rel(loss, ref)
         results[f"{kind} grad {name}"] = rel(grad, box(ref_grad, slab, 2, 3))
@@ -138,7 +137,7 @@ def check_family(name, domain, fam, dim, snapshots, resolution, scores):
     given = box(truth, slab, 2, 3)
     # snapshot 0 on the slab's x range, which a later time slab does not hold
     initial = truth[:, :, :1].narrow(3, slab.lo[1], slab.hi[1] - slab.lo[1])
-    on = {"initial": initial, "slab": slab, "domain": domain}
+    on = {"initial": initial, "slab": slab}
     loss, _ = equation_loss(local, given, batch, layout, **on)
     (grad,) = torch.autograd.grad(loss, local)
     key = f"{fam_name} {dim}d X={resolution} in {name}"

@@ -280,8 +280,7 @@ mine = lambda t: t.narrow(3, slab.lo[1], slab.hi[1] - slab.lo[1]).contiguous()
 out.mkdir(exist_ok=True)
 for how, steps in ((refine, 30), (least_squares, 8)):
     whole = how(name, fields, trivial, params, predicted, grid, steps)
-    split = how(name, mine(fields), mine(trivial), params, predicted, grid, steps,
-                slab=slab, domain=domain)
+    split = how(name, mine(fields), mine(trivial), params, predicted, grid, steps, slab=slab)
     gap = float((split.fields - mine(whole.fields)).abs().max() / whole.fields.abs().max())
     same = torch.allclose(split.residual, whole.residual, rtol=1e-5, atol=1e-30)
     (out / f"{how.__name__}-{rank}").write_text(f"{gap} {same} {float(whole.residual[0, -1])}")

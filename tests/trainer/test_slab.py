@@ -1,7 +1,7 @@
 """Slabs tile the grid: the ranks' grid points cover ``[0, X)`` and their parts of the padded
 grid cover ``[0, X + pad)``, each without gap or overlap, for even splits (every rank holding an
 even share of the points and of the padding) and for explicit x cuts; bad tilings fail in one
-line."""
+line. A domain group's slab carries the group."""
 
 import itertools
 
@@ -9,6 +9,7 @@ import pytest
 
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling, padding
+from pdeladder.trainer.distributed.collectives import DomainGroup
 
 GRID = (6, 33, 7, 1)
 
@@ -52,3 +53,15 @@ def test_a_padded_slab_holds_its_points_then_its_padding():
 def test_a_rank_with_one_grid_point_is_refused():
     with pytest.raises(UserInputError, match="leave a rank 1; each needs at least 2"):
         DomainTiling(x=4, padding=0.25).slab((6, 7, 1, 1), 0)
+
+
+def test_a_ranks_slab_carries_its_domain_group_which_is_no_part_of_the_box():
+    """The losses, halos and symmetries read the group from the slab (``Slab.domain``); the
+    padded slab keeps it; the box's equality, hash and repr ignore it."""
+    tiling = DomainTiling(x=2, padding=0.25)
+    domain = DomainGroup(None, tiling, (0, 1), 1)
+    held, bare = domain.slab(GRID), tiling.slab(GRID, 1)
+    assert held.domain is domain and bare.domain is None
+    assert held == bare and hash(held) == hash(bare) and repr(held) == repr(bare)
+    assert held.padded(padding(GRID, 0.25)).domain is domain
+    assert bare.held_by(domain).domain is domain and held.held_by(None).domain is None

@@ -62,8 +62,9 @@ class DomainGroup:
         return self.tiling.size
 
     def slab(self, shape: tuple[int, ...]) -> Slab:
-        """This rank's slab of a sample whose grid is ``shape`` ``(T, X, Y, Z)``."""
-        return self.tiling.slab(shape, self.index)
+        """This rank's slab of a sample whose grid is ``shape`` ``(T, X, Y, Z)``, carrying this
+        group (``Slab.domain``)."""
+        return self.tiling.slab(shape, self.index).held_by(self)
 
     def neighbour(self, axis: str, step: int) -> int | None:
         """Global rank of the group's rank ``step`` (±1) parts away along ``axis`` ("t" or "x"),
@@ -204,10 +205,11 @@ def gather_shares(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     return _GatherShares.apply(x, domain)
 
 
-def gather_x(x: torch.Tensor, slab: Slab, domain: DomainGroup) -> torch.Tensor:
-    """The whole x axis of ``x`` ``(..., x, Y, Z)``, of which each rank of ``domain`` holds the
-    rows ``[slab.lo[1], slab.hi[1])`` (every rank the same other axes): every rank gets all
+def gather_x(x: torch.Tensor, slab: Slab) -> torch.Tensor:
+    """The whole x axis of ``x`` ``(..., x, Y, Z)``, of which each rank of ``slab.domain`` holds
+    the rows ``[slab.lo[1], slab.hi[1])`` (every rank the same other axes): every rank gets all
     ``slab.shape[1]`` rows, in order (uneven slabs too). Data movement, no autograd."""
+    domain = slab.domain
     bounds = torch.tensor([slab.lo[1], slab.hi[1]], device=x.device)
     domain.sent["all_gather"] += bounds.numel() * bounds.element_size()
     every = _all_gather(bounds, domain).view(-1, 2).tolist()

@@ -24,7 +24,6 @@ import torch.distributed as dist
 
 from pdeladder.slabs import Slab
 from pdeladder.solvers.symmetry import BoxSymmetry
-from pdeladder.trainer.distributed.collectives import DomainGroup
 
 
 def move(
@@ -34,21 +33,21 @@ def move(
     vectors: Sequence[Sequence[str]],
     channel_axis: int,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """The image under ``g`` of ``fields``, whose last three axes ``(x, Y, Z)`` hold this rank's
     x rows ``[slab.lo[1], slab.hi[1])`` of a sample of the cube grid ``slab.shape`` split over
-    ``domain`` (and whose other axes, time among them, are the same on the ranks holding the
-    same time range): this rank's rows of the image, the shape of ``fields``. Arguments as
-    :meth:`BoxSymmetry.apply`, which it is without a ``domain``.
+    ``slab.domain`` (and whose other axes, time among them, are the same on the ranks holding
+    the same time range): this rank's rows of the image, the shape of ``fields``. Arguments as
+    :meth:`BoxSymmetry.apply`, which it is without a slab or its domain group.
 
     Every rank of the group must call it with the same ``g``, in the same order.
     """
+    domain = slab.domain if slab is not None else None
     if domain is None or domain.tiling.x == 1 or (g.perm[0] == 0 and not g.flips[0]):
         return g.apply(fields, channels, vectors, channel_axis)
     if torch.is_grad_enabled() and fields.requires_grad:
         raise ValueError("move: a sharded symmetry has no gradient; move data, not activations")
-    boxes = _boxes(slab, domain, fields.device)
+    boxes = _boxes(slab, fields.device)
     t, (lo, hi) = (slab.lo[0], slab.hi[0]), (slab.lo[1], slab.hi[1])
     size, x_dim, source = slab.shape[1], fields.ndim - 3, g.perm[0]
 
@@ -86,9 +85,11 @@ def move(
     return g.apply(box, channels, vectors, channel_axis)
 
 
-def _boxes(slab: Slab, domain: DomainGroup, device: torch.device) -> list[tuple[tuple, tuple]]:
-    """Every rank's ``((t_lo, t_hi), (x_lo, x_hi))``, by index in the group: gathered, so that
-    any tiling works (the loader's even one, ``predict``'s cut at chunk boundaries)."""
+def _boxes(slab: Slab, device: torch.device) -> list[tuple[tuple, tuple]]:
+    """Every rank's ``((t_lo, t_hi), (x_lo, x_hi))``, by index in the group ``slab.domain``:
+    gathered, so that any tiling works (the loader's even one, ``predict``'s cut at chunk
+    boundaries)."""
+    domain = slab.domain
     mine = torch.tensor([slab.lo[0], slab.hi[0], slab.lo[1], slab.hi[1]], device=device)
     every = mine.new_empty(domain.size * 4)
     domain.sent["all_gather"] += mine.numel() * mine.element_size()

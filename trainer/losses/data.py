@@ -11,10 +11,10 @@ sum over the points inside only, and the H1 gradients over the grid edges with b
 inside, so values outside (any, NaN included) change nothing.
 
 Split samples (DESIGN.md, "Domain parallelism"): given the ``slab`` of the global grid that the
-fields hold and the ``domain`` group, the weights are the global grid's on the slab, the sums of
-squares are all-reduced (:func:`sum_replicated`) before the ratio, and the H1 differences across
-the slab's ``x`` edge take a one-plane halo: every rank gets the unsharded value, and its
-backward the gradient of that value with respect to its own points.
+fields hold (and with it the domain group, ``slab.domain``), the weights are the global grid's
+on the slab, the sums of squares are all-reduced (:func:`sum_replicated`) before the ratio, and
+the H1 differences across the slab's ``x`` edge take a one-plane halo: every rank gets the
+unsharded value, and its backward the gradient of that value with respect to its own points.
 """
 
 import math
@@ -22,7 +22,7 @@ import math
 import torch
 
 from pdeladder.slabs import Slab
-from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
+from pdeladder.trainer.distributed.collectives import sum_replicated
 from pdeladder.trainer.distributed.halo import with_halo
 
 
@@ -51,23 +51,21 @@ def _weighted_sq(f: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w * f.square()).sum(dim=(-4, -3, -2, -1))
 
 
-def _grads(
-    f: torch.Tensor, slab: Slab, domain: DomainGroup | None, edges: bool = False
-) -> list[tuple[torch.Tensor, Slab]]:
+def _grads(f: torch.Tensor, slab: Slab, edges: bool = False) -> list[tuple[torch.Tensor, Slab]]:
     """Forward differences (scaled by the grid spacing) along each non-singleton spatial axis
     of the global grid, each with its box of the global grid of differences.
 
     ``f`` ``(B, C, *slab.local_shape)``. Difference ``i`` along an axis is ``f[i + 1] - f[i]``;
     a rank owns those with ``i`` in ``[lo, min(hi, n - 1))``, for which a split ``x`` needs one
-    plane of the next part (a halo), while the time axis is never differenced. ``edges``: the
-    products ``f[i + 1] f[i]`` instead, unscaled (of an ``inside`` mask: 1 on the edges with
-    both ends inside).
+    plane of the next part (a halo, from ``slab.domain``), while the time axis is never
+    differenced. ``edges``: the products ``f[i + 1] f[i]`` instead, unscaled (of an ``inside``
+    mask: 1 on the edges with both ends inside).
     """
     out = []
     for a in (1, 2, 3):
         n = slab.shape[a]
         if n > 1:
-            g = with_halo(f, domain, "x", f.ndim - 3, 0, 1) if a == 1 else f
+            g = with_halo(f, slab.domain, "x", f.ndim - 3, 0, 1) if a == 1 else f
             shape, lo, hi = list(slab.shape), list(slab.lo), list(slab.hi)
             shape[a], lo[a], hi[a] = n - 1, min(lo[a], n - 1), min(hi[a], n - 1)
             box = Slab(tuple(shape), tuple(lo), tuple(hi))
@@ -87,14 +85,13 @@ def relative_errors(
     *,
     inside: torch.Tensor | None = None,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Relative L2 (or H1) error per sample and channel: ``(B, C, T, X, Y, Z)`` → ``(B, C)``.
 
     ``‖p - u‖ / ‖u‖`` with the trapezoidal norm; H1 adds the spatial gradients to both norms.
     ``inside`` ``(B, 1, 1, X, Y, Z)``: the domain's points (module docstring; None: the whole
     box). ``slab``: the box of the global grid the fields hold, split over the ranks of
-    ``domain`` (see the module docstring; default: the whole grid, on one rank).
+    ``slab.domain`` (see the module docstring; default: the whole grid, on one rank).
     """
     slab = slab or Slab.whole(pred.shape[-4:])
     err, ref = pred - target, target
@@ -103,15 +100,15 @@ def relative_errors(
     w = trapezoid_weights(slab.shape, err.device, slab)
     num, den = _weighted_sq(err, w), _weighted_sq(ref, w)
     if h1:
-        grads = zip(_grads(err, slab, domain), _grads(ref, slab, domain), strict=True)
-        edges = None if inside is None else _grads(inside, slab, domain, edges=True)
+        grads = zip(_grads(err, slab), _grads(ref, slab), strict=True)
+        edges = None if inside is None else _grads(inside, slab, edges=True)
         for k, ((ge, box), (gr, _)) in enumerate(grads):
             if edges is not None:  # the edges with both ends inside
                 ge, gr = ge * edges[k][0], gr * edges[k][0]
             wg = trapezoid_weights(box.shape, ge.device, box)
             num = num + _weighted_sq(ge, wg)
             den = den + _weighted_sq(gr, wg)
-    num, den = sum_replicated(torch.stack([num, den]), domain)
+    num, den = sum_replicated(torch.stack([num, den]), slab.domain)
     return torch.sqrt(num / (den + eps))
 
 
@@ -123,11 +120,10 @@ def relative_loss(
     *,
     inside: torch.Tensor | None = None,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Mean relative L2/H1 error over the ``mask``-ed ``(B, C)`` entries; a scalar (the same on
-    every rank of ``domain``, for fields on ``slab``; over the points ``inside``: see
+    every rank of ``slab.domain``, for fields on ``slab``; over the points ``inside``: see
     :func:`relative_errors`)."""
-    per = relative_errors(pred, target, h1=h1, inside=inside, slab=slab, domain=domain)
+    per = relative_errors(pred, target, h1=h1, inside=inside, slab=slab)
     m = mask.to(per.dtype)
     return (per * m).sum() / m.sum().clamp_min(1.0)

@@ -32,13 +32,13 @@ residual-weighted stage took its Darcy predictions to ``r ≈ 1``, the zero fiel
 worse than the mean field (benchmarks/RESULTS.md, "What else holds it back"). Logged values stay
 ``r``.
 
-Split samples (DESIGN.md, "Domain parallelism"): each rank of the ``domain`` group holds the
-``slab`` of the global grid. It extends its fields by halos as wide as the residual's stencils
-reach (along time and ``x``, :func:`~pdeladder.trainer.distributed.halo.extended`), evaluates
-the family's unchanged residual there, which gives exactly the residual points it owns, and the
-sums of squares are all-reduced (:func:`sum_replicated`) before the division by the global
-number of points: every rank gets the unsharded value, and its backward the gradient with
-respect to its own points.
+Split samples (DESIGN.md, "Domain parallelism"): each rank of a domain group holds the
+``slab`` of the global grid, which carries the group (``slab.domain``). It extends its fields
+by halos as wide as the residual's stencils reach (along time and ``x``,
+:func:`~pdeladder.trainer.distributed.halo.extended`), evaluates the family's unchanged residual
+there, which gives exactly the residual points it owns, and the sums of squares are all-reduced
+(:func:`sum_replicated`) before the division by the global number of points: every rank gets
+the unsharded value, and its backward the gradient with respect to its own points.
 
 Every tensor here is in the model's axis order ``(B, C, T, X, Y, Z)``, the residual's too: the
 batch's fields come in through :meth:`~pdeladder.trainer.processor.DataProcessor.fields`.
@@ -58,7 +58,7 @@ from pdeladder.slabs import Slab
 from pdeladder.solvers import stencils
 from pdeladder.solvers.family import Family
 from pdeladder.solvers.registry import get_family
-from pdeladder.trainer.distributed.collectives import DomainGroup, sum_replicated
+from pdeladder.trainer.distributed.collectives import sum_replicated
 from pdeladder.trainer.distributed.halo import extended
 
 #: Tensor dimension of each split axis in the residual's ``(b, C, T, X, Y, Z)`` order.
@@ -157,10 +157,11 @@ def residual_shapes(
 
 
 def _halos(
-    fam: Family, fields: torch.Tensor, params: torch.Tensor, grid, slab: Slab, domain
+    fam: Family, fields: torch.Tensor, params: torch.Tensor, grid, slab: Slab
 ) -> tuple[dict[str, tuple[int, int, int]], int]:
-    """The halos the residual's stencils need on ``slab`` (``{axis: (dim, before, after)}``)
-    and the number of residual points per sample on the global grid.
+    """The halos the residual's stencils need on ``slab`` (``{axis: (dim, before, after)}``,
+    along the axes its ``domain`` splits) and the number of residual points per sample on the
+    global grid.
 
     In space the residual is centred (as ``solvers/stencils.py``'s are): it drops ``r`` points
     at each end of an axis that its stencils reach ``r`` points along, of the fields completed
@@ -173,7 +174,7 @@ def _halos(
     reach = {"t": (STENCIL // 2 + 1,) * 2 if grid.snapshots > 1 else (0, 0)}
     drop = glob[FIELD_DIMS["x"]] - out[FIELD_DIMS["x"]]
     reach["x"] = (drop // 2, drop // 2)
-    halos = {}
+    halos, domain = {}, slab.domain
     for axis, dim in FIELD_DIMS.items():
         a = 0 if axis == "t" else 1
         parts = (domain.tiling.t, domain.tiling.x)[a] if domain is not None else 1
@@ -198,22 +199,22 @@ def relative_residual(
     grid,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
-    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of ``domain``), ``R``
-    the :func:`step_residual` of the fields completed by their walls (:func:`walled`).
+    """``‖R(fields)‖² / ‖R(reference)‖²`` per sample (the same on every rank of
+    ``slab.domain``), ``R`` the :func:`step_residual` of the fields completed by their walls
+    (:func:`walled`).
 
     Args:
         fields, reference: ``(b, C_f, T, X, Y, Z)`` physical fields of one family (all its
-            channels, inputs included), on the box ``slab`` of the global grid (default: the
-            whole grid, on one rank).
+            channels, inputs included), on the box ``slab`` of the global grid, held by a rank
+            of its ``domain`` (default: the whole grid, on one rank).
         params: ``(b, P_f)`` physical parameters.
 
     Returns:
         ``(b,)``.
     """
     sums = residual_squares(family_name, torch.cat([fields, reference]), params.repeat(2, 1),
-                            grid, slab=slab, domain=domain)  # fmt: skip
+                            grid, slab=slab)  # fmt: skip
     return sums[: len(fields)] / sums[len(fields) :].clamp_min(1e-20)
 
 
@@ -224,13 +225,13 @@ def residual_squares(
     grid,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> torch.Tensor:
     """Mean square of :func:`step_residual` over the global grid's residual points, per sample
-    ``(b,)`` (the same on every rank of ``domain``), of the fields ``(b, C_f, T, X, Y, Z)``
+    ``(b,)`` (the same on every rank of ``slab.domain``), of the fields ``(b, C_f, T, X, Y, Z)``
     (on ``slab``, as :func:`relative_residual`'s) completed by their walls."""
-    res, count = residual_points(family_name, fields, params, grid, slab=slab, domain=domain)
-    return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), domain) / count
+    slab = slab or Slab.whole(fields.shape[2:])
+    res, count = residual_points(family_name, fields, params, grid, slab=slab)
+    return sum_replicated(res.square().sum(tuple(range(1, res.ndim))), slab.domain) / count
 
 
 def residual_points(
@@ -240,18 +241,17 @@ def residual_points(
     grid,
     *,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, int]:
     """The :func:`step_residual` ``(b, R, K, X', Y', Z')`` that this rank owns of the fields
     ``(b, C_f, T, X, Y, Z)`` (on ``slab``, as :func:`relative_residual`'s) completed by their
     walls, and the number of residual points per sample on the global grid."""
     fam = get_family(family_name)
     slab = slab or Slab.whole(fields.shape[2:])
-    halos, count = _halos(fam, fields, params, grid, slab, domain)
+    halos, count = _halos(fam, fields, params, grid, slab)
     before = halos["t"][1] if "t" in halos and slab.lo[0] > 0 else 0  # t halo got, if split
     res = step_residual(
         fam,
-        walled(fam, extended(fields, domain, halos), params, grid, slab),
+        walled(fam, extended(fields, slab.domain, halos), params, grid, slab),
         params,
         grid,
         first=slab.lo[0] - before,
@@ -348,12 +348,11 @@ def equation_loss(
     *,
     initial: torch.Tensor | None = None,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Mean relative residual, capped at 1 per sample, of the physical prediction
     ``(B, C, T, X, Y, Z)`` over the batch whose physical fields are ``given`` (same shape), for
-    a prediction on the box ``slab`` of the global grid split over ``domain`` (see the module
-    docstring and :func:`family_views`).
+    a prediction on the box ``slab`` of the global grid split over ``slab.domain`` (see the
+    module docstring and :func:`family_views`).
 
     Returns:
         (scalar loss, ``{family: mean relative residual, uncapped}`` for logging, detached
@@ -363,9 +362,7 @@ def equation_loss(
     total = pred.new_zeros(())
     per_family = {}
     for name, _, fields, trivial, params in family_views(pred, given, batch, layout, slab, initial):
-        r = relative_residual(
-            name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
-        )
+        r = relative_residual(name, fields, trivial, params, batch["grid"], slab=slab)
         total = total + r.clamp_max(1.0).sum()  # see the module docstring: never toward trivial
         per_family[name] = r.mean().detach()
     return total / pred.shape[0], per_family

@@ -50,4 +50,4 @@ class Augmentation:
         if all(g.is_identity for g in moves):
             return batch
         slab = self.domain.slab(grid.space_time) if self.domain else None
-        return self.processor.moved(batch, moves, slab, self.domain)
+        return self.processor.moved(batch, moves, slab)

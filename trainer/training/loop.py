@@ -188,7 +188,8 @@ def check_same_weights(model: torch.nn.Module) -> None:
 
 
 def slab_of(batch: dict[str, Any], domain: DomainGroup | None) -> Slab | None:
-    """This rank's slab of the batch's grid ``(T, X, Y, Z)``; ``None`` without a domain group."""
+    """This rank's slab of the batch's grid ``(T, X, Y, Z)``, carrying ``domain``; ``None``
+    without a domain group."""
     grid = batch["grid"]
     return domain.slab(grid.space_time) if domain is not None else None
 
@@ -218,17 +219,16 @@ def step_losses(
     slab = slab_of(batch, domain)
     x, family = processor.inputs(batch)
     pred = model(x, family, slab).float()
-    on = {"slab": slab, "domain": domain}
-    inside = processor.inside(batch)
+    inside, target = processor.inside(batch), processor.normalised(batch)
     data_loss = relative_loss(
-        pred, processor.normalised(batch), batch["predicted"], h1=weights.h1, inside=inside, **on
+        pred, target, batch["predicted"], h1=weights.h1, inside=inside, slab=slab
     )
     if unsolved is None:
         eq_loss, per_family = None, {}
         if weights.residual > 0:
             physical = processor.physical(pred, family)
             eq_loss, per_family = equation_loss(
-                physical, processor.fields(batch), batch, layout, **on
+                physical, processor.fields(batch), batch, layout, slab=slab
             )
         return combine(weights, data_loss, eq_loss), data_loss, eq_loss, per_family, x
     uslab = slab_of(unsolved, domain)
@@ -237,7 +237,7 @@ def step_losses(
     unorm = model(ux, ufam, uslab).float()
     upred = processor.physical(unorm, ufam)
     given = processor.fields(unsolved)
-    eq_loss, per_family = equation_loss(upred, given, unsolved, layout, slab=uslab, domain=domain)
+    eq_loss, per_family = equation_loss(upred, given, unsolved, layout, slab=uslab)
     loss = (
         self_improvement.residual_weight * eq_loss + self_improvement.data_anchor_weight * data_loss
     )
@@ -245,7 +245,7 @@ def step_losses(
         has = unsolved["target"][:, None] & unsolved["predicted"]
         uinside = processor.inside(unsolved)
         target_loss = relative_loss(
-            unorm, processor.normalised(unsolved), has, inside=uinside, slab=uslab, domain=domain
+            unorm, processor.normalised(unsolved), has, inside=uinside, slab=uslab
         )
         loss = loss + self_improvement.target_weight * target_loss
     return loss, data_loss, eq_loss, per_family, x

@@ -1,9 +1,10 @@
 """Held-out scores of a model: nRMSE (relative L2 in physical units over the predicted channels)
 and the relative PDE residual, per sample.
 
-On a sample split over the ranks of a ``domain`` group, each rank passes its ``slab`` of the
-global grid and gets the unsharded scores (the losses' reductions are all-reduced over the
-group): every rank of the group returns the same values.
+On a sample split over the ranks of a domain group, each rank passes its ``slab`` of the
+global grid (which carries the group, ``slab.domain``) and gets the unsharded scores (the
+losses' reductions are all-reduced over the group): every rank of the group returns the same
+values.
 """
 
 from typing import Any
@@ -27,7 +28,6 @@ def sample_scores(
     *,
     initial: torch.Tensor | None = None,
     slab: Slab | None = None,
-    domain: DomainGroup | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample nRMSE (mean over predicted channels) and relative residual, ``(B,)`` each,
     of the prediction ``(B, C, T, X, Y, Z)`` against the batch's physical fields ``truth``
@@ -35,15 +35,13 @@ def sample_scores(
     ``initial``: :func:`~pdeladder.trainer.losses.equation.family_views`); the nRMSE over the
     points inside the samples' domain (:meth:`~pdeladder.dataset.slots.SlotLayout.inside`)."""
     inside = layout.inside(batch, truth)  # the part of the domain ``truth`` holds
-    rel = nrmse(pred, truth, inside=inside, slab=slab, domain=domain)  # (B, C)
+    rel = nrmse(pred, truth, inside=inside, slab=slab)  # (B, C)
     m = batch["predicted"].to(rel.dtype)
     scores = (rel * m).sum(1) / m.sum(1).clamp_min(1.0)
     residual = torch.zeros_like(scores)
     views = family_views(pred, truth, batch, layout, slab, initial)
     for name, rows, fields, trivial, params in views:
-        residual[rows] = relative_residual(
-            name, fields, trivial, params, batch["grid"], slab=slab, domain=domain
-        )
+        residual[rows] = relative_residual(name, fields, trivial, params, batch["grid"], slab=slab)
     return scores, residual
 
 
@@ -67,11 +65,9 @@ def held_out_sums(
         batch = processor.to_device(batch)
         grid = batch["grid"]
         slab = domain.slab(grid.space_time) if domain is not None else None
-        pred = predict(model, processor, batch, slab, domain=domain)
+        pred = predict(model, processor, batch, slab)
         truth = processor.fields(batch)
-        nrmse, residual = sample_scores(
-            pred, truth, batch, processor.layout, slab=slab, domain=domain
-        )
+        nrmse, residual = sample_scores(pred, truth, batch, processor.layout, slab=slab)
         out += weight * torch.stack(
             [
                 nrmse.sum().cpu().double(),
