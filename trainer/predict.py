@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -428,7 +429,9 @@ def predict_groups(
         if domain is not None:
             grid = source.grid
             tiling = slab_tiling(grid, domain.size, model.config.padding)
-            slab = tiling.slab(grid.space_time, rank).held_by(domain)
+            # the group tiles this group's samples as its writers cut them (the residual's
+            # halos check every rank's part)
+            slab = tiling.slab(grid.space_time, rank).held_by(replace(domain, tiling=tiling))
         ok = np.flatnonzero(chosen(status, job["samples"].get(path)) == OK)
         ok = unpredicted(target, ok, records["checksum"])  # a resumed prediction's are kept
         for start in range(0, len(ok), job["batch_size"]):
