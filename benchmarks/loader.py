@@ -362,8 +362,6 @@ def rows(r: dict) -> list[tuple[str, float, float, str]]:
         out.append((label, read["loader normalised"], read["h5py normalised"], ">= 1.0x"))
         label = f"read: loader ({codec}), DataProcessor in the consumer vs h5py (normalised)"
         out.append((label, read["consumer normalised"], read["h5py normalised"], ""))
-    for codec in CODECS:
-        read = r["read"][codec]
         label = f"read: tensorstore ({codec}) vs zarr-python, sample by sample"
         out.append((label, read["tensorstore"], read["zarr-python"], ""))
         other = min(("tensorstore", "zarr-python"), key=read.get)

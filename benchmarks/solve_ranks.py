@@ -144,8 +144,9 @@ def draw(shape: tuple[int, ...], ranks: int) -> tuple[float, float]:
     return peak, seconds
 
 
-def measure(a: argparse.Namespace, idle: float) -> dict:
-    """One family at one size: print its figures, return its row of ``--family all``'s table."""
+def measure(a: argparse.Namespace, idle: float, draws: bool = True) -> dict:
+    """One family at one size: print its figures (with ``draws``, the initial draw's memory
+    too), return its row of ``--family all``'s table."""
     cases = [(1, None), (2, None), *((2, s) for s in a.solver)]
     load = [os.getloadavg()[0]]
     lines: dict[tuple[int, str | None], list[dict]] = {case: [] for case in cases}
@@ -191,7 +192,7 @@ def measure(a: argparse.Namespace, idle: float) -> dict:
             )
     ratio = max(two[0]["bytes_per_rank"]) / one[0]["bytes_per_rank"][0]
     print(f"  bytes per rank K=2 / K=1: {ratio:.2f}")
-    if not a.all:
+    if draws:
         shape = spatial_shape(a.dim, a.resolution)
         (whole, t1), *parts = (draw(shape, k) for k in (1, 2, 8))
         print(
@@ -202,15 +203,17 @@ def measure(a: argparse.Namespace, idle: float) -> dict:
                 for k, (peak, t) in zip((2, 8), parts, strict=True)
             )
         )
-    best = {k: min(r["solve_s"] for r in runs) for k, runs in ((1, one), (2, two))}
+    best = {
+        key: [min(r[key] for r in runs) for runs in (one, two)] for key in ("solve_s", "wall_s")
+    }
     return {
         "family": a.family,
         "size": f"{a.dim}D {a.resolution}^{a.dim}, T = {a.snapshots}",
         "dofs": one[0]["dofs"],
         "solvers": (one[0]["linear_solver"], two[0]["linear_solver"]),
-        "solve_s": (best[1], best[2]),
-        "solve": min(r["solve_s"] for r in one) / min(r["solve_s"] for r in two),
-        "wall": min(r["wall_s"] for r in one) / min(r["wall_s"] for r in two),
+        "solve_s": best["solve_s"],
+        "solve": best["solve_s"][0] / best["solve_s"][1],
+        "wall": best["wall_s"][0] / best["wall_s"][1],
         "gap": gaps[None],
         "load": load,
     }
@@ -251,8 +254,7 @@ def main() -> None:
             [sys.executable, "-c", IDLE], capture_output=True, text=True, check=True
         ).stdout
     )
-    a.all = a.family == "all"
-    if not a.all:
+    if a.family != "all":
         measure(a, idle)
         return
     registered = family_names()
@@ -262,7 +264,7 @@ def main() -> None:
     rows = []
     for family in a.only or [f for f in LARGE if f in registered]:
         a.family, (a.dim, a.resolution, a.snapshots) = family, LARGE[family]
-        rows.append(measure(a, idle))
+        rows.append(measure(a, idle, draws=False))
         sys.stdout.flush()
     table(rows)
 

@@ -349,11 +349,13 @@ def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
     overlapping block (additive Schwarz, overlap 1: PETSc's ILU is serial only), and GAMG
     there without aggressive coarsening of its first level."""
     options = dict(SOLVERS[solver])
-    if options["pc_type"] in ("cholesky", "lu") and comm.size > 1:
+    if comm.size == 1:
+        return options
+    if options["pc_type"] in ("cholesky", "lu"):
         options["pc_factor_mat_solver_type"] = "mumps"
-    if options["pc_type"] == "ilu" and comm.size > 1:
+    elif options["pc_type"] == "ilu":
         options |= {"pc_type": "asm", "sub_pc_type": "ilu"}
-    if options["pc_type"] == "gamg" and comm.size > 1:
+    elif options["pc_type"] == "gamg":
         # measured (Darcy, chip stack 3D 65³): faster on two ranks, slower on one
         options["pc_gamg_aggressive_coarsening"] = 0
     return options
@@ -362,12 +364,11 @@ def solver_options(comm: MPI.Comm, solver: str) -> dict[str, Any]:
 def solver_provenance(comm: MPI.Comm, solver: str) -> str:
     """The named solver as a sample's provenance records it (``linear_solver``): what runs on
     ``comm``, the :data:`SOLVERS` name followed by the package that factorizes, where one does
-    (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank), or ``"(ASM)"``
-    where an incomplete factorization runs on each rank's block."""
+    (:func:`solver_options`: ``"cholesky (MUMPS)"`` on more than one rank), or the
+    preconditioner that takes the named one's place there (``"gmres_ilu (ASM)"``)."""
     options = solver_options(comm, solver)
-    package = options.get("pc_factor_mat_solver_type")
-    if options["pc_type"] == "asm" and SOLVERS[solver]["pc_type"] != "asm":
-        package = "asm"
+    replaced = options["pc_type"] if options["pc_type"] != SOLVERS[solver]["pc_type"] else None
+    package = options.get("pc_factor_mat_solver_type") or replaced
     return f"{solver} ({package.upper()})" if package else solver
 
 

@@ -20,7 +20,6 @@ adds them into one matrix of fixed sparsity and solves with a Krylov solver set 
 
 from mpi4py import MPI
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -127,8 +126,7 @@ class SemiImplicitBdf2(TimeStepper):
         set_bc(b, self.bcs)
         if self.ksp is None:  # set up once, reused as A's values change
             self.ksp = self.own(make_ksp(self.msh.comm, A, self.solver, prefix=f"burgers_{id(A)}_"))
-            self._solve = functools.partial(solve_checked, self.ksp)
-        iterations = self._solve(b, self.u_new.x.petsc_vec)
+        iterations = solve_checked(self.ksp, b, self.u_new.x.petsc_vec)
         self.u_new.x.scatter_forward()
         u_nm1.x.array[:] = u_n.x.array
         u_n.x.array[:] = self.u_new.x.array
