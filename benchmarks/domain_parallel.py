@@ -91,7 +91,15 @@ def allocated_peak_mb(step, trace: str) -> float:
 
 
 def rank_main(
-    rank: int, world_size: int, init: str, out: str, size: int, steps: int, shard: str, x: int
+    rank: int,
+    world_size: int,
+    init: str,
+    out: str,
+    size: int,
+    steps: int,
+    shard: str,
+    x: int,
+    mixing: str,
 ) -> None:
     """One rank: ``steps`` training steps on its slab of a ``(T, x, size, 1)`` sample; writes
     its figures to ``out.rank``."""
@@ -115,7 +123,7 @@ def rank_main(
     shard = (
         "none" if world_size == 1 else shard
     )  # one worker: parameters whole, as training holds them
-    dims = ParallelDims.of(world_size, tiling, shard)
+    dims = ParallelDims.of(world_size, tiling, shard, mixing)
     domain = dims.build("cpu")[1] if world_size > 1 else None
     torch.manual_seed(0)
     model = LadderOperator(cfg)
@@ -174,15 +182,21 @@ def rank_main(
 
 
 def run_ranks(
-    k: int, size: int, steps: int, folder: str, shard: str = "all", x: int | None = None
+    k: int,
+    size: int,
+    steps: int,
+    folder: str,
+    shard: str = "all",
+    x: int | None = None,
+    mixing: str = "whole",
 ) -> list[dict]:
     """``k`` rank processes on one ``(T, x, size)`` sample (``x`` = ``size`` by default),
-    FSDP2 over ``shard`` ("all" ranks or "dp"); or, with ``shard="alone"``, each on a sample of
-    its slab's shape by itself (the ceiling)."""
+    FSDP2 over ``shard`` ("all" ranks or "dp"), the kept modes mixed as ``mixing`` says; or,
+    with ``shard="alone"``, each on a sample of its slab's shape by itself (the ceiling)."""
     tag = f"{k}-{size}-{shard}-{time.monotonic_ns()}"  # a fresh rendezvous file each run
     init, out = f"file://{folder}/rdv-{tag}", f"{folder}/out-{tag}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    args = [init, out, str(size), str(steps), shard, str(x or size)]
+    args = [init, out, str(size), str(steps), shard, str(x or size), mixing]
     procs = [
         subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(k), *args], env=env)
         for r in range(k)
@@ -296,8 +310,8 @@ def weak(size: int, steps: int, folder: str) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--rank"]:
-        r, k, init, out, size, steps, shard, x = sys.argv[2:10]
-        rank_main(int(r), int(k), init, out, int(size), int(steps), shard, int(x))
+        r, k, init, out, size, steps, shard, x, mixing = sys.argv[2:11]
+        rank_main(int(r), int(k), init, out, int(size), int(steps), shard, int(x), mixing)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=128)
@@ -310,9 +324,16 @@ def main() -> None:
     parser.add_argument(
         "--shard",
         choices=("all", "dp"),
-        default="all",
-        help="--timing-only: k = 2's parameters sharded over all ranks (FSDP2) or replicated "
-        "over the domain ranks",
+        default="dp",
+        help="--timing-only: k = 2's parameters replicated over the domain ranks (training's "
+        "choice when they fit) or sharded over all ranks (FSDP2)",
+    )
+    parser.add_argument(
+        "--mixing",
+        choices=("whole", "share"),
+        default="whole",
+        help="--timing-only: every rank mixes the whole kept block (training's choice for this "
+        "sample) or each its share",
     )
     parser.add_argument(
         "--weak", action="store_true", help="weak scaling: k = 1, 2, 4 on a sample grown with k"
@@ -326,13 +347,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         if args.timing_only:
             rounds = [
-                {k: run_ranks(k, args.size, args.steps, folder, shard=args.shard) for k in (1, 2)}
+                {
+                    k: run_ranks(k, args.size, args.steps, folder, args.shard, mixing=args.mixing)
+                    for k in (1, 2)
+                }
                 | {"alone": run_ranks(2, args.size, args.steps, folder, shard="alone")}
                 for _ in range(args.rounds)
             ]
-            timing(
-                rounds, {"all": "FSDP2 over all", "dp": "replicated over the domain"}[args.shard]
-            )
+            shard = {"all": "FSDP2 over all", "dp": "replicated over the domain"}[args.shard]
+            timing(rounds, f"{shard}, {args.mixing} mixing")
             return
         if args.weak:
             weak(args.size, args.steps, folder)

@@ -1,10 +1,11 @@
 """One rank of the domain-parallel exactness check (run by test_domain_parallel.py).
 
 ``python domain_parallel_rank.py RANK WORLD INIT_URL OUT_JSON``: joins a gloo group of WORLD
-processes and, for every case of its world size, compares the sharded model (each rank its slab
-of the same samples) with the unsharded one computed in the same process on the whole samples:
-outputs, input gradients, parameter gradients, one FSDP2 + AdamW step, the bytes handed to
-collectives (the reduce-scatter of each kept block, padded to equal shares of its modes) and the
+processes and, for every case of its world size and both mixings (every rank the whole kept
+block, or each its share), compares the sharded model (each rank its slab of the same samples)
+with the unsharded one computed in the same process on the whole samples: outputs, input
+gradients, parameter gradients, one FSDP2 + AdamW step, the bytes handed to collectives (the
+all-reduce of each kept block, padded to equal shares of its modes when shared) and the
 collectives a checkpointed training step runs. Rank 0 writes
 ``{case: {quantity: relative error or count}}`` as JSON.
 """
@@ -46,17 +47,19 @@ CASES = {
         ("1d x, ranks without modes", (3, 12, 1, 1), (1, 2, 1, 1), (1, 4), 2, 0.0, True),
     ],
 }
-#: (name, grid, modes, ranks along (t, x), FSDP2 over): an FSDP2 + AdamW step on a (dp, domain)
-#: mesh, parameters sharded over all ranks or over the dp groups only.
+MIXINGS = ("whole", "share")
+#: (name, grid, modes, ranks along (t, x), FSDP2 over, mixing): an FSDP2 + AdamW step on a
+#: (dp, domain) mesh, parameters sharded over all ranks or over the dp groups only.
 STEPS = {
     2: [
-        ("step dp1×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all"),
-        ("step dp1×x2, replicated over domain", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp"),
+        ("step dp1×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all", "whole"),
+        ("step dp1×x2, shared modes", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all", "share"),
+        ("step dp1×x2, replicated over domain", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp", "whole"),
     ],
     4: [
-        ("step dp2×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all"),
-        ("step dp2×x2, sharded over dp", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp"),
-        ("step dp1×t2x2", (5, 13, 6, 1), (2, 3, 2, 1), (2, 2), "all"),
+        ("step dp2×x2", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "all", "whole"),
+        ("step dp2×x2, sharded over dp", (5, 13, 6, 1), (2, 3, 2, 1), (1, 2), "dp", "share"),
+        ("step dp1×t2x2", (5, 13, 6, 1), (2, 3, 2, 1), (2, 2), "all", "share"),
     ],
 }
 IN, OUT, FAMILIES = 3, 2, 2
@@ -91,7 +94,7 @@ def loss_of(pred, weight, domain=None):
     return sum_replicated((weight * pred.square()).sum(), domain)
 
 
-def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
+def check_case(name, grid, modes, ranks, batch, padding, checkpointing, mixing, meshes):
     dims = ParallelDims.of(dist.get_world_size(), DomainTiling(*ranks, padding=padding))
     domain = meshes(dims)
     torch.manual_seed(1)
@@ -99,7 +102,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     torch.manual_seed(1)
     sharded = LadderOperator(config(modes, padding))
     sharded.checkpointing = checkpointing
-    split_samples(sharded, domain)  # the transform only: parameters stay whole here
+    split_samples(sharded, domain, mixing)  # the transform only: parameters stay whole here
     x, family, weight = case_data(grid, batch, seed=2)
     slab = domain.slab(grid)
 
@@ -118,7 +121,9 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     shares = torch.cat([p.grad.flatten() for p in sharded.parameters()])
     dist.all_reduce(shares, group=domain.group)
     kept = ModeSelection.of(slab.padded(pad_of(grid, padding)).shape, modes).block_shape
-    rows = -(-int(torch.tensor(kept).prod()) // domain.size) * domain.size  # k equal shares
+    rows = int(torch.tensor(kept).prod())
+    if mixing == "share":
+        rows = -(-rows // domain.size) * domain.size  # k equal shares
     return {
         "output": rel(out_slab, local(out_plain, slab)),
         "input_grad": rel(x_slab.grad, local(x_plain.grad, slab)),
@@ -129,7 +134,7 @@ def check_case(name, grid, modes, ranks, batch, padding, checkpointing, meshes):
     }
 
 
-def check_checkpointed_collectives(grid, modes, ranks, batch, meshes) -> dict:
+def check_checkpointed_collectives(grid, modes, ranks, batch, mixing, meshes) -> dict:
     """The collectives one training pass (forward and backward) runs with and without
     checkpointing, by kind, and the input and parameter gradients of the two."""
     domain = meshes(ParallelDims.of(dist.get_world_size(), DomainTiling(*ranks, padding=0.25)))
@@ -140,7 +145,7 @@ def check_checkpointed_collectives(grid, modes, ranks, batch, meshes) -> dict:
         torch.manual_seed(1)
         model = LadderOperator(config(modes, 0.25))
         model.checkpointing = checkpointing
-        split_samples(model, domain)
+        split_samples(model, domain, mixing)
         x_slab = local(x, slab).clone().requires_grad_()
         domain.runs.clear()
         loss_of(model(x_slab, family, slab), local(weight, slab), domain).backward()
@@ -156,10 +161,10 @@ def check_checkpointed_collectives(grid, modes, ranks, batch, meshes) -> dict:
     }
 
 
-def check_step(name, grid, modes, ranks, shard, meshes):
+def check_step(name, grid, modes, ranks, shard, mixing, meshes):
     world_size = dist.get_world_size()
-    dims = ParallelDims.of(world_size, DomainTiling(*ranks, padding=0.25), shard)
-    domain = meshes(ParallelDims.of(world_size, dims.domain))
+    dims = ParallelDims.of(world_size, DomainTiling(*ranks, padding=0.25), shard, mixing)
+    domain = meshes(dims)
     x, family, weight = case_data(grid, 2 * dims.dp, seed=3)  # two samples per dp group
     torch.manual_seed(4)
     plain = LadderOperator(config(modes, 0.25))
@@ -271,14 +276,21 @@ def main() -> None:
     built = {}
 
     def meshes(dims):  # one mesh per tiling: building one creates process groups
-        if dims not in built:
-            built[dims] = dims.build("cpu")[1]
-        return built[dims]
+        if dims.domain not in built:
+            built[dims.domain] = dims.build("cpu")[1]
+        return built[dims.domain]
 
-    results = {c[0]: check_case(*c, meshes) for c in CASES[world_size]}
+    results = {
+        f"{c[0]}, {mixing}": check_case(*c, mixing, meshes)
+        for c in CASES[world_size]
+        for mixing in MIXINGS
+    }
     results |= {c[0]: check_step(*c, meshes) for c in STEPS[world_size]}
     split = {2: (2, 1), 4: (2, 2)}[world_size]  # time, and time × x
-    collectives = check_checkpointed_collectives((6, 9, 7, 1), (2, 3, 3, 1), split, 2, meshes)
+    collectives = {
+        mixing: check_checkpointed_collectives((6, 9, 7, 1), (2, 3, 3, 1), split, 2, mixing, meshes)
+        for mixing in MIXINGS
+    }
     if world_size == 4:
         results["losses, two-point slabs"] = check_losses_on_two_point_slabs(meshes)
     if world_size == 2:

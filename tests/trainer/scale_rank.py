@@ -4,8 +4,9 @@
 (one domain group), parallelizes the model as training does (the sharded transform, FSDP2) and,
 on this rank's x slab, runs
 
-- ``sent``: per case of ``CASES``, one forward and backward pass with the data loss, with and
-  without checkpointing, L2 and H1: ``{case: DomainGroup.sent}``;
+- ``sent``: per mixing of the kept modes and case of ``CASES``, one forward and backward pass
+  with the data loss, with and without checkpointing, L2 and H1:
+  ``{mixing: {case: DomainGroup.sent}}``;
 - ``memory``: per case of ``MEMORY``, training steps as the trainer takes them (the batch's
   fields, the model input and the normalised target held; the relative L2 loss, backward,
   gradient clipping, the trainer's AdamW): ``{case: peak tensor bytes}``, the tensors held between steps
@@ -16,6 +17,7 @@ on this rank's x slab, runs
 Each rank writes ``{"sent": .., "memory": ..}`` to ``OUT_JSON.RANK``.
 """
 
+import dataclasses
 import gc
 import json
 import sys
@@ -161,7 +163,7 @@ def main() -> None:
     dims = ParallelDims.of(world_size, DomainTiling(x=world_size, padding=0.25))
     domain = dims.build("cpu")[1]
     results = {
-        "sent": sent(dims, domain),
+        "sent": {m: sent(dataclasses.replace(dims, mixing=m), domain) for m in ("whole", "share")},
         "memory": {case[0]: measured_peak(dims, domain, *case[1:]) for case in MEMORY},
     }
     with open(f"{out}.{rank}", "w") as f:

@@ -302,10 +302,11 @@ def test_replicated_model_gives_the_unsharded_step_and_checkpoint(tmp_path):
 
 
 def test_parameters_are_sharded_only_when_needed():
-    """auto: replicated without a budget or when the replicas fit it; sharded for split samples
-    or when only shards fit; ddp with split samples is a one-line error."""
+    """auto: replicated (over a sample's domain ranks, for split samples) without a budget or
+    when the replicas fit it; sharded over all ranks when only shards fit; ddp with split
+    samples is a one-line error."""
     from pdeladder.slabs import DomainTiling
-    from pdeladder.trainer.distributed.choose import StageSizing, shard_for
+    from pdeladder.trainer.distributed.choose import StageSizing, mixing_for, shard_for
     from pdeladder.trainer.distributed.memory import peak_bytes
 
     config = OperatorConfig(5, 2, width=16, layers=4, modes=(4, 8, 8, 1))
@@ -322,12 +323,43 @@ def test_parameters_are_sharded_only_when_needed():
     assert shard_for("auto", 1, sizing(None)) == "none"
     assert shard_for("auto", 1, sizing(replicated * 1.01)) == "none"
     assert shard_for("auto", 1, sizing((replicated + sharded) / 2)) == "all"
-    assert shard_for("auto", 2, sizing(None)) == "all"
+    assert shard_for("auto", 2, sizing(None)) == "dp"
+    assert mixing_for(2, sizing(None)) == "whole"
+    split = {  # two domain ranks: parameters whole on both, or sharded over them
+        shard: sizing(None).peak_gb(2, shard=shard, mixing="whole") for shard in ("dp", "all")
+    }
+    assert split["all"] < split["dp"]
+    assert shard_for("auto", 2, sizing(split["dp"] * 1.01)) == "dp"
+    assert shard_for("auto", 2, sizing((split["dp"] + split["all"]) / 2)) == "all"
     assert shard_for("fsdp", 1, sizing(None)) == "all"
+    assert shard_for("fsdp", 2, sizing(None)) == "all"
     with pytest.raises(UserInputError, match="parallel ddp needs one rank per sample, not 2"):
         shard_for("ddp", 2, sizing(None))
     with pytest.raises(UserInputError, match="parallel must be auto, ddp or fsdp"):
         shard_for("zero", 1, sizing(None))
+
+
+def test_large_samples_mix_the_whole_kept_block_small_ones_their_share():
+    """auto: every domain rank mixes the whole kept block where that adds little to its work
+    (a slab's transforms dwarf a small block's mixing), each its share where the mixing would
+    dominate (a wide model on a small grid split four ways), or where only shares fit the
+    budget."""
+    from pdeladder.trainer.distributed.choose import StageSizing, mixing_for
+
+    def sizing(width, grid, modes, ranks, budget_gb=None):
+        config = OperatorConfig(5, 2, width=width, layers=4, modes=modes)
+        return StageSizing(ranks, [grid], config, 2, 1, False, budget_gb)
+
+    assert mixing_for(2, sizing(16, (11, 128, 128, 1), (4, 8, 8, 1), 2)) == "whole"
+    assert mixing_for(8, sizing(128, (16, 256, 256, 256), (4, 16, 16, 16), 8)) == "whole"
+    assert mixing_for(4, sizing(64, (5, 16, 16, 1), (3, 8, 8, 1), 4)) == "share"
+    assert mixing_for(1, sizing(64, (5, 16, 16, 1), (3, 8, 8, 1), 1)) == "whole"
+    big = sizing(16, (11, 128, 128, 1), (4, 8, 8, 1), 2)
+    whole, share = (big.peak_gb(2, mixing=m) for m in ("whole", "share"))
+    assert share < whole
+    assert mixing_for(2, sizing(16, (11, 128, 128, 1), (4, 8, 8, 1), 2, whole)) == "whole"
+    tight = (whole + share) / 2
+    assert mixing_for(2, sizing(16, (11, 128, 128, 1), (4, 8, 8, 1), 2, tight)) == "share"
 
 
 if (

@@ -6,7 +6,8 @@
   checkpointing and disk offload; so do the tensors one stage's recomputation saves.
 - Communication: the bytes :attr:`DomainGroup.sent` counts in one training step (the spectral
   all-reduce forward, backward and recomputed, the loss's sums, the H1 loss's halos) on 1 and
-  2 gloo processes equal :func:`domain_sent` exactly.
+  2 gloo processes, every rank mixing the whole kept block or each its share, equal
+  :func:`domain_sent` exactly.
 - Peak memory: the tensor peak of a training step as the trainer takes it, measured on 1, 2
   and 4 gloo processes (2D and 3D samples, with and without checkpointing), is within 15 % of
   :func:`peak_bytes`.
@@ -135,8 +136,9 @@ def measured(tmp_path_factory):
     return get
 
 
+@pytest.mark.parametrize("mixing", ["whole", "share"])
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_domain_bytes_equal_the_counted_ones(measured, world_size):
+def test_domain_bytes_equal_the_counted_ones(measured, world_size, mixing):
     for index, results in enumerate(measured(world_size)):
         for name, sample, modes, batch, checkpointing, loss in CASES:
             run = Run(
@@ -147,9 +149,10 @@ def test_domain_bytes_equal_the_counted_ones(measured, world_size):
                 domain=world_size,
                 checkpointing=checkpointing,
                 loss=loss,
+                mixing=mixing,
             )
             predicted = domain_sent(run, index)
-            got = {kind: results["sent"][name].get(kind, 0) for kind in predicted}
+            got = {kind: results["sent"][mixing][name].get(kind, 0) for kind in predicted}
             assert got == predicted, (name, index)
             if world_size > 1:
                 assert predicted["all_reduce"] > 0 and (predicted["halo"] > 0) == (loss == "h1")

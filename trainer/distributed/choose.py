@@ -1,14 +1,21 @@
 """How a training stage spreads over its workers: how many domain ranks split each sample (the
 number asked for, or, ``auto``, the fewest that divide the workers and whose predicted per-rank
-peak fits the memory budget), and whether the parameters are sharded (FSDP2) or replicated
-(DDP). Checked before any worker starts, with one-line errors naming the numbers."""
+peak fits the memory budget), whether the parameters are sharded (FSDP2) or replicated (DDP, or
+over a sample's domain ranks), and who mixes a split sample's kept modes. Checked before any
+worker starts, with one-line errors naming the numbers."""
 
 from dataclasses import dataclass
 
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling
-from pdeladder.trainer.distributed.memory import peak_bytes
+from pdeladder.trainer.distributed.fft import Mixing
+from pdeladder.trainer.distributed.memory import largest_ranks, peak_bytes
+from pdeladder.trainer.distributed.scale import forward_flops
 from pdeladder.trainer.models.operator import OperatorConfig
+
+#: The largest share of a rank's forward FLOPs that mixing a split sample's whole kept block
+#: (not only its share of the modes) may add, for the collectives it saves (:func:`mixing_for`).
+WHOLE_MIXING_EXTRA = 0.1
 
 
 @dataclass(frozen=True)
@@ -25,10 +32,13 @@ class StageSizing:
     checkpointing: bool
     budget_gb: float | None
 
-    def peak_gb(self, domain_ranks: int, *, fsdp: bool = True) -> float:
+    def peak_gb(self, domain_ranks: int, *, shard: str = "all", mixing: Mixing = "share") -> float:
         """Predicted peak GiB of the largest rank over the stage's grids
-        (:func:`~pdeladder.trainer.distributed.memory.peak_bytes`)."""
+        (:func:`~pdeladder.trainer.distributed.memory.peak_bytes`), the parameters held as
+        ``shard`` says (:class:`~pdeladder.trainer.distributed.parallelize.ParallelDims`), the
+        kept modes mixed as ``mixing`` says; the defaults hold the least."""
         tiling = DomainTiling(x=domain_ranks, padding=self.config.padding)
+        fsdp_ranks = self.workers // domain_ranks if shard == "dp" else self.workers
         peak = max(
             peak_bytes(
                 self.config,
@@ -36,9 +46,10 @@ class StageSizing:
                 self.channels,
                 self.batch,
                 tiling,
-                self.workers,
+                fsdp_ranks,
                 self.checkpointing,
-                fsdp=fsdp,
+                fsdp=shard != "none",
+                mixing=mixing,
             )
             for g in self.grids
         )
@@ -88,13 +99,16 @@ def check_parallel(asked: str) -> None:
 
 def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
     """How a stage holds its parameters (:class:`~pdeladder.trainer.distributed.parallelize.
-    ParallelDims` ``shard``): ``"all"`` (FSDP2 over all ranks) or ``"none"`` (replicated, DDP).
+    ParallelDims` ``shard``): ``"all"`` (FSDP2 over all ranks), ``"dp"`` (FSDP2 over the
+    data-parallel groups, whole on each sample's domain ranks) or ``"none"`` (replicated, DDP).
 
-    ``asked`` is ``"fsdp"``, ``"ddp"`` or ``"auto"``. The rule for ``auto``: shard only when it
-    is needed, that is when samples are split over domain ranks (their gradient convention is
-    FSDP2's) or when the predicted per-rank peak with replicated parameters exceeds
-    the budget; otherwise replicate, since sharding a model that fits costs a gather per
-    block in the forward and the backward pass and a reduce-scatter per block.
+    ``asked`` is ``"fsdp"``, ``"ddp"`` or ``"auto"``. The rule for ``auto``: shard only as far
+    as the budget needs (with no budget, not at all): replicate when the predicted per-rank
+    peak with replicated parameters fits, else shard over all ranks, since sharding a model
+    that fits costs an all-gather and a reduce-scatter of the parameters every step where one
+    all-reduce of the gradients does. Split samples keep FSDP2's gradient convention, so their
+    parameters are replicated over the domain ranks only (``"dp"``: one all-reduce of the
+    gradients over them, and FSDP2 over the data-parallel groups, if more than one).
     """
     check_parallel(asked)
     if asked == "ddp" and domain_ranks > 1:
@@ -104,8 +118,34 @@ def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
         )
     if asked != "auto":
         return "none" if asked == "ddp" else "all"
-    if domain_ranks > 1:
-        return "all"
+    replicated = "dp" if domain_ranks > 1 else "none"
     if sizing.budget_gb is None:
-        return "none"
-    return "none" if sizing.peak_gb(1, fsdp=False) <= sizing.budget_gb else "all"
+        return replicated
+    mixing = mixing_for(domain_ranks, sizing)
+    fits = sizing.peak_gb(domain_ranks, shard=replicated, mixing=mixing) <= sizing.budget_gb
+    return replicated if fits else "all"
+
+
+def mixing_for(domain_ranks: int, sizing: StageSizing) -> Mixing:
+    """Who mixes a split sample's kept modes (:mod:`~pdeladder.trainer.distributed.fft`):
+    ``"whole"``, every domain rank all of them, with one collective per layer and pass, unless
+    that adds more than :data:`WHOLE_MIXING_EXTRA` to the FLOPs of a rank's forward pass on one
+    of the stage's grids (its largest slab), or only the shared mixing fits the budget; then
+    ``"share"``, each rank its share, at two collectives per layer and pass. A kept block does
+    not grow with the grid while a rank's slab does, so large samples mix whole."""
+    if domain_ranks == 1:
+        return "whole"
+    tiling = DomainTiling(x=domain_ranks, padding=sizing.config.padding)
+    for grid in sizing.grids:
+        slab = largest_ranks(grid, tiling)[0]
+        whole = forward_flops(sizing.config, slab, sizing.batch)
+        extra = (
+            whole["mixing"]
+            - forward_flops(sizing.config, slab, sizing.batch, domain_ranks)["mixing"]
+        )
+        if extra > WHOLE_MIXING_EXTRA * sum(whole.values()):
+            return "share"
+    if sizing.budget_gb is not None:
+        if sizing.peak_gb(domain_ranks, mixing="whole") > sizing.budget_gb:
+            return "share"
+    return "whole"

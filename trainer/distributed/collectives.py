@@ -10,6 +10,10 @@ parameter's gradient (the shares of a domain group sum to the unsharded gradient
   block, summed and split in equal shares of its rows, which each rank mixes alone, then
   gathered whole again. The adjoint of a reduce-scatter is an all-gather and vice versa, so each
   one's backward is the other.
+- :func:`sum_partials`: the same all-reduce in one piece, where every rank then mixes the whole
+  kept block itself (fewer collectives for the mixing done ``k`` times); its backward is again
+  an all-reduce, of the ranks' partial gradients of the sum (each evaluates it at its own
+  points).
 - :func:`sum_replicated`: forward all-reduce of a reduction (a loss's sums over points) that
   every rank then uses in the *same* computation; its backward is the identity, since each
   rank's gradient of the replicated result is already the whole gradient.
@@ -133,6 +137,19 @@ def _all_reduce(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     return out
 
 
+class _SumPartials(torch.autograd.Function):
+    """All-reduce forward; all-reduce backward (the result is used differently on each rank)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+        ctx.domain = domain
+        return _once(_all_reduce, x, domain)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _all_reduce(grad, ctx.domain), None
+
+
 class _SumReplicated(torch.autograd.Function):
     """All-reduce forward; identity backward (the result feeds a replicated computation)."""
 
@@ -192,6 +209,12 @@ def sum_replicated(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
     """The sum of every domain rank's ``x``, consumed identically by all (see the module
     docstring); ``x`` itself without a domain group."""
     return x if domain is None or domain.size == 1 else _SumReplicated.apply(x, domain)
+
+
+def sum_partials(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    """The sum of every domain rank's ``x``, which each rank then uses in its own computation
+    (its gradient a partial one, summed in the backward pass)."""
+    return _SumPartials.apply(x, domain)
 
 
 def scatter_sum(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from pdeladder.slabs import DomainTiling, Slab, padding
-from pdeladder.trainer.distributed.fft import share_rows
+from pdeladder.trainer.distributed.fft import Mixing, share_rows
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.offload import MIN_BYTES
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -92,14 +92,14 @@ def saved_bytes(
     checkpointing: bool,
     offload: str = "none",
     precision: str = "fp32",
-    domain: int = 1,
+    shares: int = 1,
 ) -> Saved:
     """What autograd saves in a training forward pass of ``batch`` samples on ``slab`` (of the
-    unpadded grid) of a sample split over ``domain`` ranks, parameters and the model input
-    excluded (counted elsewhere).
+    unpadded grid), its kept modes mixed in ``shares`` equal shares, one per rank (1: the rank
+    mixes them all), parameters and the model input excluded (counted elsewhere).
 
     Per tensor, with ``N``/``P`` the slab's unpadded/padded points, ``M`` the kept modes this
-    rank mixes (all of them in one process, ``⌈M/k⌉`` of them on ``k`` domain ranks), ``w`` the
+    rank mixes (all of them, or ``⌈M/k⌉`` of them in ``k`` shares), ``w`` the
     width, ``a`` the activation dtype's bytes: the output's ``t = 0`` mask ``B N`` (bool; for
     ``output="change"`` the coordinates ``4 N a``, one grid broadcast over the batch); the lift's concatenated input, hidden layer and its GELU
     ``B N (in + 4 + 4w) a`` and the family ids; per block its input and (all but the last) its
@@ -116,7 +116,7 @@ def saved_bytes(
     padded = slab.padded(padding(slab.shape, config.padding))
     p = math.prod(padded.local_shape)
     sel = ModeSelection.of(padded.shape, config.modes)
-    m = share_rows(math.prod(sel.block_shape), domain)
+    m = share_rows(math.prod(sel.block_shape), shares)
     coords, family, hidden = 4 * n * act, LONG * b, b * w * p * act
     # the output keeps τ (a view of the coordinates) for ``u0 + τ·change``, or the ``t = 0``
     # mask (bool) for the state form's ``where``, whose coordinates only checkpointing keeps
@@ -186,9 +186,11 @@ def rank_bytes(
     precision: str = "fp32",
     fsdp: bool = True,
     domain: int = 1,
+    mixing: Mixing = "whole",
 ) -> dict[str, int]:
     """One training rank's tensor bytes at its peak, by part, the sample split over ``domain``
-    ranks: keys ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``,
+    ranks that mix its kept modes as ``mixing`` says
+    (:mod:`~pdeladder.trainer.distributed.fft`): keys ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``,
     ``activations``, ``recompute``, ``working``, ``transform`` (alive at the peak; they sum to
     ``peak``) and ``offloaded`` (not on the device).
 
@@ -197,7 +199,8 @@ def rank_bytes(
     ``(B, C, T, x, Y, Z)``, the model input and the normalised target."""
     params, _ = parameter_count(config)
     shard = -(-params // world_size) if fsdp else params
-    saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, domain)
+    shares = domain if mixing == "share" else 1
+    saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, shares)
     fields = channels + config.in_channels + config.out_channels
     held = {
         "parameters": FLOAT * shard,
@@ -308,10 +311,12 @@ def peak_bytes(
     offload: str = "none",
     precision: str = "fp32",
     fsdp: bool = True,
+    mixing: Mixing = "whole",
 ) -> int:
     """Predicted peak tensor bytes of the largest rank for a sample of ``grid`` ``(T, X, Y, Z)``
     with ``channels`` stored channels, ``batch`` samples per data-parallel group, split over
-    ``tiling`` within a run of ``world_size`` ranks."""
+    ``tiling`` (its kept modes mixed as ``mixing`` says) within a run whose FSDP shards the
+    parameters over ``world_size`` ranks."""
     return max(
         rank_bytes(
             config,
@@ -324,6 +329,7 @@ def peak_bytes(
             precision=precision,
             fsdp=fsdp,
             domain=tiling.size,
+            mixing=mixing,
         )["peak"]
         for slab in largest_ranks(grid, tiling)
     )

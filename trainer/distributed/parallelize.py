@@ -4,9 +4,9 @@ Ranks form a 2-D mesh ``(dp, domain)`` (DESIGN.md): each of the ``dp`` groups tr
 of its own, the ``domain.size`` ranks of a group hold slabs of the same sample. FSDP2 shards the
 parameters over all ranks. Under the gradient convention of
 :mod:`~pdeladder.trainer.distributed.collectives` the domain ranks' gradients are shares that sum
-to a sample's gradient (a spectral weight's share: the modes that rank mixes,
-:mod:`~pdeladder.trainer.distributed.fft`), so FSDP's reduction sums each once and divides by
-``dp`` (the mean over samples), not by the world size. Without domain ranks the parameters may
+to a sample's gradient (a spectral weight's share: the points that rank evaluates, or the modes
+it mixes, :mod:`~pdeladder.trainer.distributed.fft`), so FSDP's reduction sums each once and
+divides by ``dp`` (the mean over samples), not by the world size. Without domain ranks the parameters may
 instead be replicated (plain data parallel, DDP: one bucketed gradient all-reduce overlapping the
 backward pass, no per-block gathers); :func:`~pdeladder.trainer.distributed.choose.shard_for`
 makes the choice.
@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.collectives import DomainGroup
-from pdeladder.trainer.distributed.fft import SlabFFT
+from pdeladder.trainer.distributed.fft import Mixing, SlabFFT
 from pdeladder.trainer.models.operator import LadderOperator
 
 
@@ -40,9 +40,14 @@ class ParallelDims:
     #: gradient shares an all-reduce sums), or ``"none"``: every rank holds them whole and
     #: DDP all-reduces the gradients (only without domain ranks).
     shard: Literal["all", "dp", "none"] = "all"
+    #: who mixes a split sample's kept Fourier block (:data:`~pdeladder.trainer.distributed.fft.
+    #: Mixing`): every domain rank all of it, or each its share
+    mixing: Mixing = "whole"
 
     @classmethod
-    def of(cls, world_size: int, domain: DomainTiling, shard: str = "all") -> "ParallelDims":
+    def of(
+        cls, world_size: int, domain: DomainTiling, shard: str = "all", mixing: Mixing = "whole"
+    ) -> "ParallelDims":
         """The dims for ``world_size`` ranks in domain groups of ``domain``, or a one-line error
         naming the numbers when the groups do not divide the ranks."""
         if world_size % domain.size:
@@ -55,7 +60,7 @@ class ParallelDims:
                 f"replicated parameters (DDP) need one rank per sample, not {domain.size}: "
                 "split samples train with FSDP2"
             )
-        return cls(world_size // domain.size, domain, shard)
+        return cls(world_size // domain.size, domain, shard, mixing)
 
     @property
     def world_size(self) -> int:
@@ -87,14 +92,16 @@ class ParallelDims:
         return rank // self.domain.size
 
 
-def split_samples(model: LadderOperator, domain: DomainGroup | None) -> LadderOperator:
+def split_samples(
+    model: LadderOperator, domain: DomainGroup | None, mixing: Mixing = "whole"
+) -> LadderOperator:
     """``model`` (in place) taking x slabs of its samples over ``domain``'s ranks: each
-    spectral layer's transform the slab transform (:class:`SlabFFT`) where the group has more
-    than one rank. The one place a model learns its samples are split, for training
-    (:func:`parallelize`) and for inference alike."""
+    spectral layer's transform the slab transform (:class:`SlabFFT`, its kept block mixed as
+    ``mixing`` says) where the group has more than one rank. The one place a model learns its
+    samples are split, for training (:func:`parallelize`) and for inference alike."""
     if domain is not None and domain.size > 1:
         for block in model.blocks:
-            block.spectral.transform = SlabFFT(domain)
+            block.spectral.transform = SlabFFT(domain, mixing)
     return model
 
 
@@ -118,7 +125,7 @@ def parallelize(
             device_ids=[device] if device.type == "cuda" else None,
             gradient_as_bucket_view=True,
         )
-    split_samples(model, domain)
+    split_samples(model, domain, dims.mixing)
     kwargs = {}
     if device.type == "cuda":
         kwargs["mp_policy"] = MixedPrecisionPolicy(

@@ -8,13 +8,14 @@ module adds what a step computes and sends, per rank:
   lift, the blocks' ``W`` paths and the projection; the pruned transform (the half axis's DFT
   columns as a real product, each full axis as an FFT, ``5 n log₂ n`` real FLOPs per complex
   transform of ``n`` points, or on a split axis as a product with the kept frequencies' DFT rows,
-  8 FLOPs per complex multiply-add); the mixing ``8 B ⌈M/k⌉ w²`` per layer, each of the ``k``
-  domain ranks mixing its share of the kept modes (:func:`~pdeladder.trainer.distributed.fft.share_rows`). The backward pass is twice the forward for products (input
+  8 FLOPs per complex multiply-add); the mixing ``8 B M w²`` per layer, each of the ``k``
+  domain ranks mixing the whole kept block, or ``8 B ⌈M/k⌉ w²``, each its share of the modes
+  (the run's ``mixing``, :mod:`~pdeladder.trainer.distributed.fft`). The backward pass is twice the forward for products (input
   and weight gradients; the lift's first has no input gradient) and the adjoint transforms for
   the transforms; checkpointing adds one forward pass.
 - bytes handed to each collective, as :attr:`DomainGroup.sent` counts them: the spectral
-  reduce-scatter and all-gather pair, counted as one all-reduce of ``8 B w M'`` per layer (``M'``
-  the kept modes padded to ``k`` equal shares) in the forward pass and again in the backward
+  all-reduce (or its reduce-scatter and all-gather pair around a shared mixing) of ``8 B w M'``
+  per layer (``M'`` the kept modes, padded to ``k`` equal shares when shared) in the forward pass and again in the backward
   pass (a checkpointed recomputation reuses the forward's results); the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
   halo planes (one x plane of the error and of the target forward, the error's gradient back).
   And FSDP's all-gathers of parameters (blocks in the forward and the backward pass, the root
@@ -39,7 +40,7 @@ import torch
 
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling, Slab, padding
-from pdeladder.trainer.distributed.fft import share_rows
+from pdeladder.trainer.distributed.fft import Mixing, share_rows
 from pdeladder.trainer.distributed.memory import (
     COMPLEX,
     FLOAT,
@@ -183,6 +184,7 @@ class Run:
     offload: str = "none"
     loss: str = "l2"
     training: bool = True
+    mixing: Mixing = "whole"
 
     def __post_init__(self):
         if len(self.sample) != 5 or min(self.sample) < 1:
@@ -200,6 +202,8 @@ class Run:
             raise UserInputError(f"precision must be one of {', '.join(PRECISIONS)}")
         if self.offload not in OFFLOAD or self.loss not in LOSSES:
             raise UserInputError(f"offload: one of {OFFLOAD}, loss: one of {LOSSES}")
+        if self.mixing not in ("whole", "share"):
+            raise UserInputError(f"mixing must be whole or share, got {self.mixing!r}")
         if self.offload != "none" and not self.checkpointing:
             raise UserInputError("offload moves the checkpointed blocks' inputs: add checkpointing")
         self.tiling.slab(self.grid, self.domain - 1)  # one line when a rank holds too few x
@@ -217,13 +221,18 @@ class Run:
     def dp(self) -> int:
         return self.ranks // self.domain
 
+    @property
+    def shares(self) -> int:
+        """Shares the kept modes are mixed in, one per domain rank, or 1 (each mixes all)."""
+        return self.domain if self.mixing == "share" else 1
+
 
 def forward_flops(
-    config: OperatorConfig, slab: Slab, batch: int, domain: int = 1
+    config: OperatorConfig, slab: Slab, batch: int, shares: int = 1
 ) -> dict[str, int]:
     """FLOPs of one forward pass on ``slab`` by part: ``pointwise`` (lift, ``W`` paths,
     projection), ``transform`` (the pruned forward and inverse transforms), ``mixing`` (of this
-    rank's share of the kept modes over ``domain`` ranks)."""
+    rank's share of the kept modes, mixed in ``shares`` shares; 1: all of them)."""
     b, w, cin, cout = batch, config.width, config.in_channels, config.out_channels
     n = math.prod(slab.local_shape)
     padded = slab.padded(padding(slab.shape, config.padding))
@@ -235,7 +244,7 @@ def forward_flops(
     return {
         "pointwise": lift + config.layers * 2 * b * p * w * w + project,
         "transform": config.layers * _transform_flops(b * w, sel, padded),
-        "mixing": config.layers * 8 * b * share_rows(m, domain) * w * w,
+        "mixing": config.layers * 8 * b * share_rows(m, shares) * w * w,
     }
 
 
@@ -259,7 +268,7 @@ def _transform_flops(rows: int, sel: ModeSelection, slab: Slab) -> int:
 
 def step_flops(run: Run, slab: Slab) -> dict[str, int]:
     """FLOPs of one step on ``slab`` by part (training: forward, backward, recomputation)."""
-    fwd = forward_flops(run.config, slab, run.batch, run.domain)
+    fwd = forward_flops(run.config, slab, run.batch, run.shares)
     if not run.training:
         return fwd
     cfg = run.config  # the lift's first product has no input gradient
@@ -280,8 +289,8 @@ def domain_sent(run: Run, index: int) -> dict[str, int]:
         return {"all_reduce": 0, "halo": 0}
     cfg, b = run.config, run.batch
     m = math.prod(kept_modes(cfg, run.grid).block_shape)
-    padded = k * share_rows(m, k)  # the block padded to k equal shares of the modes
-    spectral = COMPLEX * b * cfg.width * padded * cfg.layers
+    rows = run.shares * share_rows(m, run.shares)  # shared: padded to k equal shares
+    spectral = COMPLEX * b * cfg.width * rows * cfg.layers
     if not run.training:
         return {"all_reduce": spectral, "halo": 0}
     loss = 2 * FLOAT * b * cfg.out_channels if run.loss != "none" else 0
@@ -347,6 +356,7 @@ def estimate(run: Run, dev: Device) -> Estimate:
                 precision=run.precision,
                 fsdp=run.fsdp,
                 domain=run.domain,
+                mixing=run.mixing,
             )
             for s in slabs
         ]

@@ -52,7 +52,10 @@ class StageConfig:
     activation_checkpointing: recompute activations in the backward pass.
     offload: where saved activations go (``none``, ``host``, ``disk``).
     domain_ranks: workers that split each sample along x.
-    shard: ``all`` (FSDP2 over every rank) or ``none`` (replicated).
+    shard: ``all`` (FSDP2 over every rank), ``dp`` (FSDP2 over the data-parallel groups, whole
+        on each sample's domain ranks) or ``none`` (replicated).
+    mixing: who mixes a split sample's kept modes: every domain rank ``whole``, or each its
+        ``share``.
     threads: CPU threads of each rank's kernels (``torch.set_num_threads``).
     """
 
@@ -77,6 +80,7 @@ class StageConfig:
     offload: str
     domain_ranks: int
     shard: str
+    mixing: str
     threads: int
 
     @property

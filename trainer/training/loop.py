@@ -287,7 +287,8 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
     rank, world_size, device = session.rank, session.world_size, session.device
     clock = PhaseClock(device)
     padding = cfg.model.padding  # the slabs cut the padded grid
-    dims = ParallelDims.of(world_size, DomainTiling(x=cfg.domain_ranks, padding=padding), cfg.shard)
+    tiling = DomainTiling(x=cfg.domain_ranks, padding=padding)
+    dims = ParallelDims.of(world_size, tiling, cfg.shard, cfg.mixing)
     domain = dims.build(device.type)[1] if dims.domain.size > 1 else None
     dp_rank = dims.dp_rank(rank)
     torch.manual_seed(cfg.seed)
@@ -384,6 +385,8 @@ def _train_stage(cfg: StageConfig, session: TrainSession, queue: Any) -> None:
                     "samples_per_s": samples_since * dims.dp / max(elapsed, 1e-9),
                     "dp": dims.dp,
                     "domain_ranks": dims.domain.size,
+                    "shard": dims.shard,
+                    "mixing": dims.mixing,
                     "threads": torch.get_num_threads(),
                     "peak_rss_mb": [p["rss_mb"] for p in peaks],
                     **(

@@ -41,6 +41,7 @@ from pdeladder.trainer.distributed.choose import (
     StageSizing,
     check_parallel,
     domain_ranks_for,
+    mixing_for,
     shard_for,
 )
 from pdeladder.trainer.layers.spectral import modes_for
@@ -193,6 +194,7 @@ def stage_config(
         offload=tr.offload,
         domain_ranks=ranks,
         shard=shard_for(parallel, ranks, sizing),
+        mixing=mixing_for(ranks, sizing),
         threads=rank_threads(tr.threads, workers),
     )
 
