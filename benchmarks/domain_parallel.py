@@ -31,6 +31,11 @@ activation checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4``
   ceiling's and the fraction of it reached;
 - in one process, disk offload against checkpointing alone (target ≤ 1.10x the step time).
 
+``--compare`` instead times ``k = 2`` in each of the four ways of holding the parameters and
+mixing the kept modes (``--shard`` × ``--mixing``) and the ceiling, one after the other, for
+``--rounds`` rounds, and prints each way's mean step time with its standard error and the
+ceiling's mean over it.
+
 ``--weak`` instead measures weak scaling: ``k = 1, 2, 4`` domain ranks on a sample grown with
 ``k`` along x, ``(T, k · size, size)``, so that every rank holds a slab of the same shape; per
 rank, the peak tensor memory (as above; target: flat within 10 % of ``k = 1``'s) beside the
@@ -286,6 +291,26 @@ def timing(rounds: list[dict], name: str) -> dict:
     return result
 
 
+def compare(size: int, steps: int, rounds: int, folder: str) -> None:
+    """``k = 2`` held and mixed each way, and the ceiling, interleaved for ``rounds`` rounds:
+    mean step time (slowest rank) ± its standard error, and the ceiling's mean over it."""
+    import statistics
+
+    ways = [(s, m) for s in ("dp", "all") for m in ("whole", "share")] + [("alone", "whole")]
+    steps_s = {way: [] for way in ways}
+    for r in range(rounds):
+        for shard, mixing in ways:
+            ranks = run_ranks(2, size, steps, folder, shard, mixing=mixing)
+            steps_s[shard, mixing].append(max(rank["step_s"] for rank in ranks))
+        print(f"round {r + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}", flush=True)
+    ceiling = statistics.mean(steps_s["alone", "whole"])
+    print("k = 2 parameters        mixing  step s (mean ± SE)  ceiling / step")
+    for (shard, mixing), times in steps_s.items():
+        mean, se = statistics.mean(times), statistics.stdev(times) / len(times) ** 0.5
+        held = {"dp": "whole on each rank", "all": "sharded (FSDP2)", "alone": "(the ceiling)"}
+        print(f"{held[shard]:<22}  {mixing:<6}  {mean:.4f} ± {se:.4f}     {ceiling / mean:.3f}")
+
+
 def weak(size: int, steps: int, folder: str) -> None:
     """Weak scaling: ``k = 1, 2, 4`` ranks on ``(T, k · size, size)``, one table."""
     from pdeladder.slabs import DomainTiling
@@ -320,7 +345,7 @@ def main() -> None:
     parser.add_argument(
         "--timing-only", action="store_true", help="only time k = 1 against k = 2 (no files)"
     )
-    parser.add_argument("--rounds", type=int, default=2, help="--timing-only: rounds of k = 1, 2")
+    parser.add_argument("--rounds", type=int, default=2, help="--timing-only, --compare: rounds")
     parser.add_argument(
         "--shard",
         choices=("all", "dp"),
@@ -337,6 +362,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--weak", action="store_true", help="weak scaling: k = 1, 2, 4 on a sample grown with k"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="k = 2 in each way of holding the parameters and mixing, against the ceiling",
     )
     args = parser.parse_args()
     from pdeladder.slabs import DomainTiling
@@ -359,6 +389,9 @@ def main() -> None:
             return
         if args.weak:
             weak(args.size, args.steps, folder)
+            return
+        if args.compare:
+            compare(args.size, args.steps, args.rounds, folder)
             return
         runs = {k: run_ranks(k, args.size, args.steps, folder) for k in (1, 2, 4)}
         double = run_ranks(2, 2 * args.size, 1, folder)

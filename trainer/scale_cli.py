@@ -224,7 +224,8 @@ def _table(e) -> Table:
     table = Table(
         "per rank",
         "value",
-        title=f"{r['ranks']} ranks = {r['dp']} dp × {r['domain']} domain on {e.nodes} node(s) of "
+        title=f"{r['ranks']} ranks = {r['dp']} dp × {r['domain']} domain ({r['mixing']} mixing) "
+        f"on {e.nodes} node(s) of "
         f"{e.device['name']} ({e.device['memory'] / gb:g} GB): "
         + ("fits" if e.fits else "[red]does not fit"),
     )

@@ -16,6 +16,7 @@
 
 import json
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -189,6 +190,21 @@ def test_estimate_parts_and_fit():
     assert fit["fits"] and k > 1
     fewer = Run(cfg, (64, 4, 512, 512, 64), ranks=k - 1, domain=k - 1, checkpointing=True)
     assert not estimate(fewer, PRESETS["h100"]).fits
+
+
+def test_a_run_mixes_as_training_would():
+    """``mixing: auto`` takes training's rule: a large sample's ranks mix the whole kept block,
+    a wide model's on a small grid split four ways each its share, at twice the collectives."""
+    large = Run(OperatorConfig(5, 4, width=32, layers=4, modes=(8, 8, 8, 8)), (64, 4, 512, 512, 64))
+    large = replace(large, ranks=8, domain=8)
+    small = Run(OperatorConfig(5, 2, width=64, layers=4, modes=(3, 8, 8, 1)), (5, 4, 16, 16, 1))
+    small = replace(small, ranks=4, domain=4)
+    assert estimate(large, PRESETS["h100"]).run["mixing"] == "whole"
+    shared = estimate(small, PRESETS["h100"])
+    assert shared.run["mixing"] == "share"
+    whole = estimate(replace(small, mixing="whole"), PRESETS["h100"])
+    assert shared.flops["mixing"] * 4 == whole.flops["mixing"]
+    assert shared.sent["all_reduce"] >= whole.sent["all_reduce"]  # padded to 4 shares
 
 
 @pytest.mark.parametrize(

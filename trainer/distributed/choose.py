@@ -9,13 +9,9 @@ from dataclasses import dataclass
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling
 from pdeladder.trainer.distributed.fft import Mixing
-from pdeladder.trainer.distributed.memory import largest_ranks, peak_bytes
-from pdeladder.trainer.distributed.scale import forward_flops
+from pdeladder.trainer.distributed.memory import peak_bytes
+from pdeladder.trainer.distributed.scale import mixing_by_flops
 from pdeladder.trainer.models.operator import OperatorConfig
-
-#: The largest share of a rank's forward FLOPs that mixing a split sample's whole kept block
-#: (not only its share of the modes) may add, for the collectives it saves (:func:`mixing_for`).
-WHOLE_MIXING_EXTRA = 0.1
 
 
 @dataclass(frozen=True)
@@ -128,24 +124,10 @@ def shard_for(asked: str, domain_ranks: int, sizing: StageSizing) -> str:
 
 def mixing_for(domain_ranks: int, sizing: StageSizing) -> Mixing:
     """Who mixes a split sample's kept modes (:mod:`~pdeladder.trainer.distributed.fft`):
-    ``"whole"``, every domain rank all of them, with one collective per layer and pass, unless
-    that adds more than :data:`WHOLE_MIXING_EXTRA` to the FLOPs of a rank's forward pass on one
-    of the stage's grids (its largest slab), or only the shared mixing fits the budget; then
-    ``"share"``, each rank its share, at two collectives per layer and pass. A kept block does
-    not grow with the grid while a rank's slab does, so large samples mix whole."""
-    if domain_ranks == 1:
-        return "whole"
-    tiling = DomainTiling(x=domain_ranks, padding=sizing.config.padding)
-    for grid in sizing.grids:
-        slab = largest_ranks(grid, tiling)[0]
-        whole = forward_flops(sizing.config, slab, sizing.batch)
-        extra = (
-            whole["mixing"]
-            - forward_flops(sizing.config, slab, sizing.batch, domain_ranks)["mixing"]
-        )
-        if extra > WHOLE_MIXING_EXTRA * sum(whole.values()):
-            return "share"
-    if sizing.budget_gb is not None:
+    :func:`~pdeladder.trainer.distributed.scale.mixing_by_flops`'s choice on the stage's grids,
+    or ``"share"`` where only that fits the budget."""
+    mixing = mixing_by_flops(sizing.config, sizing.grids, sizing.batch, domain_ranks)
+    if mixing == "whole" and sizing.budget_gb is not None:
         if sizing.peak_gb(domain_ranks, mixing="whole") > sizing.budget_gb:
             return "share"
-    return "whole"
+    return mixing

@@ -57,6 +57,10 @@ from pdeladder.trainer.models.operator import OperatorConfig
 
 GB = 1e9
 LOSSES = ("none", "l2", "h1")
+#: The largest share of a rank's forward FLOPs that mixing a split sample's whole kept block
+#: (not only its share of the modes) may add, for the collectives it saves
+#: (:func:`mixing_by_flops`).
+WHOLE_MIXING_EXTRA = 0.1
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,9 @@ class Run:
     offload: str = "none"
     loss: str = "l2"
     training: bool = True
-    mixing: Mixing = "whole"
+    #: who mixes a split sample's kept modes: ``whole``, ``share``, or ``auto``
+    #: (:func:`mixing_by_flops`)
+    mixing: str = "auto"
 
     def __post_init__(self):
         if len(self.sample) != 5 or min(self.sample) < 1:
@@ -202,8 +208,8 @@ class Run:
             raise UserInputError(f"precision must be one of {', '.join(PRECISIONS)}")
         if self.offload not in OFFLOAD or self.loss not in LOSSES:
             raise UserInputError(f"offload: one of {OFFLOAD}, loss: one of {LOSSES}")
-        if self.mixing not in ("whole", "share"):
-            raise UserInputError(f"mixing must be whole or share, got {self.mixing!r}")
+        if self.mixing not in ("auto", "whole", "share"):
+            raise UserInputError(f"mixing must be auto, whole or share, got {self.mixing!r}")
         if self.offload != "none" and not self.checkpointing:
             raise UserInputError("offload moves the checkpointed blocks' inputs: add checkpointing")
         self.tiling.slab(self.grid, self.domain - 1)  # one line when a rank holds too few x
@@ -222,9 +228,16 @@ class Run:
         return self.ranks // self.domain
 
     @property
+    def mixes(self) -> Mixing:
+        """Who mixes the kept modes: ``mixing``, or by :func:`mixing_by_flops` for ``auto``."""
+        if self.mixing != "auto":
+            return self.mixing
+        return mixing_by_flops(self.config, [self.grid], self.batch, self.domain)
+
+    @property
     def shares(self) -> int:
         """Shares the kept modes are mixed in, one per domain rank, or 1 (each mixes all)."""
-        return self.domain if self.mixing == "share" else 1
+        return self.domain if self.mixes == "share" else 1
 
 
 def forward_flops(
@@ -246,6 +259,27 @@ def forward_flops(
         "transform": config.layers * _transform_flops(b * w, sel, padded),
         "mixing": config.layers * 8 * b * share_rows(m, shares) * w * w,
     }
+
+
+def mixing_by_flops(
+    config: OperatorConfig, grids: list[tuple[int, int, int, int]], batch: int, domain: int
+) -> Mixing:
+    """Who mixes the kept modes of samples of ``grids`` split over ``domain`` ranks
+    (:mod:`~pdeladder.trainer.distributed.fft`): ``"whole"``, every rank all of them, at one
+    collective per layer and pass, unless that adds more than :data:`WHOLE_MIXING_EXTRA` to
+    the FLOPs of a rank's forward pass on one of the grids (its largest slab); then
+    ``"share"``, each rank its share, at two. A kept block does not grow with the grid while a
+    rank's slab does, so large samples mix whole."""
+    if domain == 1:
+        return "whole"
+    tiling = DomainTiling(x=domain, padding=config.padding)
+    for grid in grids:
+        slab = largest_ranks(grid, tiling)[0]
+        whole = forward_flops(config, slab, batch)
+        extra = whole["mixing"] - forward_flops(config, slab, batch, domain)["mixing"]
+        if extra > WHOLE_MIXING_EXTRA * sum(whole.values()):
+            return "share"
+    return "whole"
 
 
 def _transform_flops(rows: int, sel: ModeSelection, slab: Slab) -> int:
@@ -356,7 +390,7 @@ def estimate(run: Run, dev: Device) -> Estimate:
                 precision=run.precision,
                 fsdp=run.fsdp,
                 domain=run.domain,
-                mixing=run.mixing,
+                mixing=run.mixes,
             )
             for s in slabs
         ]
@@ -389,7 +423,7 @@ def estimate(run: Run, dev: Device) -> Estimate:
         "communication_share": comm / (compute + comm) if compute + comm else 0.0,
     }
     return Estimate(
-        run={**asdict(run), "config": cfg.to_json(), "dp": run.dp},
+        run={**asdict(run), "config": cfg.to_json(), "dp": run.dp, "mixing": run.mixes},
         device=asdict(dev),
         memory=memory,
         fits=memory["peak"] <= dev.memory,
