@@ -10,9 +10,9 @@ The Fourier transform is delegated to a :class:`~pdeladder.trainer.layers.fft.Sp
 (pruned to the kept modes, see :mod:`pdeladder.trainer.layers.fft`). :class:`LocalFFT`
 transforms what this process holds; on a sample split across ranks the layer receives its
 :class:`~pdeladder.slabs.Slab`, the kept modes come from the global grid,
-and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms, each
-rank receiving (and mixing) its share of the kept modes, so the layer and the model stay as they
-are (docs/trainer.md, "Domain parallelism").
+and :class:`~pdeladder.trainer.distributed.fft.SlabFFT` sums the slabs' partial transforms, every
+rank mixing the whole kept block or its share of the modes (:meth:`SpectralTransform.modes`), so
+the layer and the model stay as they are (docs/trainer.md, "Domain parallelism").
 
 The contraction is one real batched matrix product over the kept modes: the real and the
 imaginary parts of the coefficients, as rows, times the weights' ``(re, im)`` columns, combined
