@@ -237,13 +237,16 @@ def check_losses_on_two_point_slabs(meshes) -> dict:
 
 def check_resume_on_another_mesh(folder: str, meshes) -> dict:
     """A training state saved on a ``dp = world_size`` mesh (FSDP2 only) loads into a
-    ``dp = 1 × domain = world_size`` mesh: the same parameters and optimizer state."""
+    ``dp = 1 × domain = world_size`` mesh, its parameters sharded over all ranks or whole on
+    each: the same parameters and optimizer state."""
     world_size = dist.get_world_size()
     grid, modes = (5, 13, 6, 1), (2, 3, 2, 1)
     states = []
+    split = DomainTiling(x=world_size, padding=0.25)
     for dims in (
         ParallelDims(world_size),
-        ParallelDims.of(world_size, DomainTiling(x=world_size, padding=0.25)),
+        ParallelDims.of(world_size, split),
+        ParallelDims.of(world_size, split, "dp"),
     ):
         torch.manual_seed(5 if not states else 6)  # different weights before the load
         model = LadderOperator(config(modes, 0.25))
@@ -266,8 +269,12 @@ def check_resume_on_another_mesh(folder: str, meshes) -> dict:
             ]
         )
         states.append((params, moments))
-    (p0, m0), (p1, m1) = states
-    return {"params": rel(p1, p0), "optimizer_state": rel(m1, m0)}
+    (p0, m0), *loaded = states
+    return {
+        f"{quantity}, {held}": rel(value, first)
+        for held, (p1, m1) in zip(("sharded", "whole"), loaded, strict=True)
+        for quantity, value, first in (("params", p1, p0), ("optimizer_state", m1, m0))
+    }
 
 
 def main() -> None:
