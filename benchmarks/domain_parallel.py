@@ -32,9 +32,10 @@ activation checkpointing, FSDP2 over the ranks) it measures, for ``k = 1, 2, 4``
 - in one process, disk offload against checkpointing alone (target ≤ 1.10x the step time).
 
 ``--compare`` instead times ``k = 2`` in each of the four ways of holding the parameters and
-mixing the kept modes (``--shard`` × ``--mixing``) and the ceiling, one after the other, for
-``--rounds`` rounds, and prints each way's mean step time with its standard error and the
-ceiling's mean over it.
+mixing the kept modes (``--shard`` × ``--mixing``), the ceiling, and the ceiling in lock step
+(its two processes wait for each other where a split sample's spectral all-reduces run, and
+send nothing), one after the other, for ``--rounds`` rounds, and prints each way's mean step
+time with its standard error and the ceiling's mean over it.
 
 ``--weak`` instead measures weak scaling: ``k = 1, 2, 4`` domain ranks on a sample grown with
 ``k`` along x, ``(T, k · size, size)``, so that every rank holds a slab of the same shape; per
@@ -122,8 +123,9 @@ def rank_main(
     cfg = config()
     tiling = DomainTiling(x=world_size, padding=cfg.padding)
     grid = (T, x, size, 1)
-    if shard == "alone":  # the ceiling: alone on a sample of this rank's slab's shape
-        # (the process group only starts the steps together)
+    synced = shard == "alone_synced"
+    if shard.startswith("alone"):  # the ceiling: alone on a sample of this rank's slab's shape
+        # (the process group only starts the steps together, or also syncs the spectral layers)
         grid, world_size, tiling = tiling.slab(grid, rank).local_shape, 1, DomainTiling()
     shard = (
         "none" if world_size == 1 else shard
@@ -133,6 +135,9 @@ def rank_main(
     torch.manual_seed(0)
     model = LadderOperator(cfg)
     model.checkpointing = True
+    if synced:
+        for block in model.blocks:
+            block.spectral.transform = synced_fft()
     model = parallelize(model, dims, domain, torch.device("cpu"))
     opt = adamw(model.parameters(), LearningRate().initial)
     slab = domain.slab(grid) if domain else None
@@ -184,6 +189,36 @@ def rank_main(
     Path(f"{out}.{rank}").write_text(json.dumps(result))
     dist.barrier()
     dist.destroy_process_group()
+
+
+class _Barrier(torch.autograd.Function):
+    """Identity that waits for the other ranks, forward and backward (a one-number all-reduce)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        dist.all_reduce(torch.zeros(1))
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        dist.all_reduce(torch.zeros(1))
+        return grad
+
+
+def synced_fft():
+    """The one-process transform, its kept block passed through a wait for the other ranks
+    where a split sample's all-reduce runs: the ceiling's processes in lock step, nothing sent."""
+    from pdeladder.trainer.layers.fft import LocalFFT
+
+    class SyncedFFT(LocalFFT):
+        def forward(self, x, sel, slab=None):
+            return _Barrier.apply(super().forward(x, sel, slab))
+
+    return SyncedFFT()
 
 
 def run_ranks(
@@ -292,11 +327,13 @@ def timing(rounds: list[dict], name: str) -> dict:
 
 
 def compare(size: int, steps: int, rounds: int, folder: str) -> None:
-    """``k = 2`` held and mixed each way, and the ceiling, interleaved for ``rounds`` rounds:
-    mean step time (slowest rank) ± its standard error, and the ceiling's mean over it."""
+    """``k = 2`` held and mixed each way, the ceiling and the ceiling in lock step, interleaved
+    for ``rounds`` rounds: mean step time (slowest rank) ± its standard error, and each
+    ceiling's mean over it."""
     import statistics
 
-    ways = [(s, m) for s in ("dp", "all") for m in ("whole", "share")] + [("alone", "whole")]
+    ways = [(s, m) for s in ("dp", "all") for m in ("whole", "share")]
+    ways += [("alone", "whole"), ("alone_synced", "whole")]
     steps_s = {way: [] for way in ways}
     for r in range(rounds):
         for shard, mixing in ways:
@@ -304,11 +341,20 @@ def compare(size: int, steps: int, rounds: int, folder: str) -> None:
             steps_s[shard, mixing].append(max(rank["step_s"] for rank in ranks))
         print(f"round {r + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}", flush=True)
     ceiling = statistics.mean(steps_s["alone", "whole"])
-    print("k = 2 parameters        mixing  step s (mean ± SE)  ceiling / step")
+    lock_step = statistics.mean(steps_s["alone_synced", "whole"])
+    print("k = 2 parameters        mixing  step s (mean ± SE)  ceiling / step  in lock step / step")
     for (shard, mixing), times in steps_s.items():
         mean, se = statistics.mean(times), statistics.stdev(times) / len(times) ** 0.5
-        held = {"dp": "whole on each rank", "all": "sharded (FSDP2)", "alone": "(the ceiling)"}
-        print(f"{held[shard]:<22}  {mixing:<6}  {mean:.4f} ± {se:.4f}     {ceiling / mean:.3f}")
+        held = {
+            "dp": "whole on each rank",
+            "all": "sharded (FSDP2)",
+            "alone": "(the ceiling)",
+            "alone_synced": "(ceiling in lock step)",
+        }
+        print(
+            f"{held[shard]:<22}  {mixing:<6}  {mean:.4f} ± {se:.4f}     {ceiling / mean:.3f}"
+            f"           {lock_step / mean:.3f}"
+        )
 
 
 def weak(size: int, steps: int, folder: str) -> None:
