@@ -137,31 +137,6 @@ def _all_reduce(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     return out
 
 
-class _SumPartials(torch.autograd.Function):
-    """All-reduce forward; all-reduce backward (the result is used differently on each rank)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        ctx.domain = domain
-        return _once(_all_reduce, x, domain)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return _all_reduce(grad, ctx.domain), None
-
-
-class _SumReplicated(torch.autograd.Function):
-    """All-reduce forward; identity backward (the result feeds a replicated computation)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        return _once(_all_reduce, x, domain)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return grad, None
-
-
 def _reduce_scatter(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     x = x.contiguous()
     domain.sent["all_reduce"] += x.numel() * x.element_size()  # with its all-gather: see above
@@ -179,53 +154,47 @@ def _all_gather(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     return out
 
 
-class _ScatterSum(torch.autograd.Function):
-    """Reduce-scatter forward; all-gather backward (its adjoint)."""
+def _identity(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
+    return x
+
+
+class _Collective(torch.autograd.Function):
+    """``forward(x, domain)`` (run once: :func:`_once`) with ``backward(grad, domain)`` as its
+    backward pass: the collective's adjoint under the module's gradient convention."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        ctx.domain = domain
-        return _once(_reduce_scatter, x, domain)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return _all_gather(grad, ctx.domain), None
-
-
-class _GatherShares(torch.autograd.Function):
-    """All-gather forward; reduce-scatter backward (its adjoint)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
-        ctx.domain = domain
-        return _once(_all_gather, x, domain)
+    def forward(ctx, x: torch.Tensor, domain: DomainGroup, forward, backward) -> torch.Tensor:
+        ctx.domain, ctx.adjoint = domain, backward
+        return _once(forward, x, domain)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return _reduce_scatter(grad, ctx.domain), None
+        return ctx.adjoint(grad, ctx.domain), None, None, None
 
 
 def sum_replicated(x: torch.Tensor, domain: DomainGroup | None) -> torch.Tensor:
     """The sum of every domain rank's ``x``, consumed identically by all (see the module
     docstring); ``x`` itself without a domain group."""
-    return x if domain is None or domain.size == 1 else _SumReplicated.apply(x, domain)
+    if domain is None or domain.size == 1:
+        return x
+    return _Collective.apply(x, domain, _all_reduce, _identity)
 
 
 def sum_partials(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     """The sum of every domain rank's ``x``, which each rank then uses in its own computation
     (its gradient a partial one, summed in the backward pass)."""
-    return _SumPartials.apply(x, domain)
+    return _Collective.apply(x, domain, _all_reduce, _all_reduce)
 
 
 def scatter_sum(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     """Share ``domain.index`` of the sum of every domain rank's ``x`` ``(k · s, ...)``: rows
     ``[index · s, (index + 1) · s)``, ``(s, ...)``."""
-    return _ScatterSum.apply(x, domain)
+    return _Collective.apply(x, domain, _reduce_scatter, _all_gather)
 
 
 def gather_shares(x: torch.Tensor, domain: DomainGroup) -> torch.Tensor:
     """Every domain rank's share ``x`` ``(s, ...)``, concatenated in rank order ``(k · s, ...)``."""
-    return _GatherShares.apply(x, domain)
+    return _Collective.apply(x, domain, _all_gather, _reduce_scatter)
 
 
 def gather_x(x: torch.Tensor, slab: Slab) -> torch.Tensor:
