@@ -2,7 +2,8 @@
 
 Ranks form a 2-D mesh ``(dp, domain)`` (DESIGN.md): each of the ``dp`` groups trains on samples
 of its own, the ``domain.size`` ranks of a group hold slabs of the same sample. FSDP2 shards the
-parameters over all ranks. Under the gradient convention of
+parameters over all ranks, or over the dp groups with each domain group holding them whole
+(``ParallelDims.shard``). Under the gradient convention of
 :mod:`~pdeladder.trainer.distributed.collectives` the domain ranks' gradients are shares that sum
 to a sample's gradient (a spectral weight's share: the points that rank evaluates, or the modes
 it mixes, :mod:`~pdeladder.trainer.distributed.fft`), so FSDP's reduction sums each once and
