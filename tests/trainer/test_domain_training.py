@@ -48,6 +48,8 @@ def test_two_domain_ranks_train_as_one_worker(tiny, tmp_path):
     for key in ("held_out_nrmse_after", "held_out_residual_after"):
         assert abs(one[12][key] - two[12][key]) <= 1e-6 * abs(one[12][key]), key
     assert two[12]["domain_ranks"] == 2 and two[12]["dp"] == 1
+    # auto: the parameters whole on both domain ranks, each mixing the whole kept block
+    assert (two[12]["shard"], two[12]["mixing"]) == ("dp", "whole")
     assert len(two[12]["peak_rss_mb"]) == 2 and min(two[12]["peak_rss_mb"]) > 0
     assert two[12]["comm_bytes_per_step"] > 0 and one[12]["comm_bytes_per_step"] == 0
 
