@@ -342,15 +342,15 @@ def compare(size: int, steps: int, rounds: int, folder: str) -> None:
         print(f"round {r + 1}/{rounds}, load average {os.getloadavg()[0]:.1f}", flush=True)
     ceiling = statistics.mean(steps_s["alone", "whole"])
     lock_step = statistics.mean(steps_s["alone_synced", "whole"])
+    held = {
+        "dp": "whole on each rank",
+        "all": "sharded (FSDP2)",
+        "alone": "(the ceiling)",
+        "alone_synced": "(ceiling in lock step)",
+    }
     print("k = 2 parameters        mixing  step s (mean ± SE)  ceiling / step  in lock step / step")
     for (shard, mixing), times in steps_s.items():
         mean, se = statistics.mean(times), statistics.stdev(times) / len(times) ** 0.5
-        held = {
-            "dp": "whole on each rank",
-            "all": "sharded (FSDP2)",
-            "alone": "(the ceiling)",
-            "alone_synced": "(ceiling in lock step)",
-        }
         print(
             f"{held[shard]:<22}  {mixing:<6}  {mean:.4f} ± {se:.4f}     {ceiling / mean:.3f}"
             f"           {lock_step / mean:.3f}"

@@ -7,8 +7,7 @@ also where some ranks mix no modes. The bytes a forward pass hands to collective
 blocks' (``8 · B · width · M`` per spectral layer, ``M`` rounded up to equal shares of the
 domain ranks when shared), whatever the grid. With activation checkpointing, a training step
 runs each spectral layer's collectives once each way: the recomputation in the backward pass
-reuses the forward's. A training state saved on one mesh
-resumes on another."""
+reuses the forward's. A training state saved on one mesh resumes on another."""
 
 import json
 from pathlib import Path

@@ -48,6 +48,12 @@ def share_rows(modes: int, ranks: int) -> int:
     return -(-modes // ranks)
 
 
+def mixing_shares(mixing: Mixing, ranks: int) -> int:
+    """The shares the kept modes are mixed in on ``ranks`` domain ranks: one per rank, or 1
+    (every rank mixes them all)."""
+    return ranks if mixing == "share" else 1
+
+
 class SlabFFT(SpectralTransform):
     """:class:`LocalFFT` on this rank's slab; its kept block summed over the domain group, and
     mixed by every rank whole or by each rank its share (``mixing``)."""
@@ -59,8 +65,7 @@ class SlabFFT(SpectralTransform):
 
     def rows(self, sel: ModeSelection) -> int:
         """Rows this rank mixes: ``M``, or one share's ``s = ⌈M/k⌉``."""
-        ranks = self.domain.size if self.mixing == "share" else 1
-        return share_rows(math.prod(sel.block_shape), ranks)
+        return share_rows(math.prod(sel.block_shape), mixing_shares(self.mixing, self.domain.size))
 
     def checkpoint_contexts(self):
         """A checkpointed stage's recomputation reuses the forward pass's collectives."""

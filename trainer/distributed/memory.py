@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from pdeladder.slabs import DomainTiling, Slab, padding
-from pdeladder.trainer.distributed.fft import Mixing, share_rows
+from pdeladder.trainer.distributed.fft import Mixing, mixing_shares, share_rows
 from pdeladder.trainer.layers.fft import ModeSelection
 from pdeladder.trainer.models.offload import MIN_BYTES
 from pdeladder.trainer.models.operator import LadderOperator, OperatorConfig
@@ -189,17 +189,17 @@ def rank_bytes(
     mixing: Mixing = "whole",
 ) -> dict[str, int]:
     """One training rank's tensor bytes at its peak, by part, the sample split over ``domain``
-    ranks that mix its kept modes as ``mixing`` says
-    (:mod:`~pdeladder.trainer.distributed.fft`): keys ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``,
-    ``activations``, ``recompute``, ``working``, ``transform`` (alive at the peak; they sum to
-    ``peak``) and ``offloaded`` (not on the device).
+    ranks that mix its kept modes as ``mixing`` says (:mod:`~pdeladder.trainer.distributed.fft`):
+    keys ``parameters``, ``gradients``, ``optimizer``, ``unsharded``, ``data``, ``activations``,
+    ``recompute``, ``working``, ``transform`` (alive at the peak; they sum to ``peak``) and
+    ``offloaded`` (not on the device).
 
     The peak is the largest of the step's moments (:func:`step_moments`) on top of what the step
     holds throughout: the parameter and AdamW shards and the batch (float32): the fields read
     ``(B, C, T, x, Y, Z)``, the model input and the normalised target."""
     params, _ = parameter_count(config)
     shard = -(-params // world_size) if fsdp else params
-    shares = domain if mixing == "share" else 1
+    shares = mixing_shares(mixing, domain)
     saved = saved_bytes(config, slab, batch, checkpointing, offload, precision, shares)
     fields = channels + config.in_channels + config.out_channels
     held = {

@@ -10,13 +10,14 @@ module adds what a step computes and sends, per rank:
   transform of ``n`` points, or on a split axis as a product with the kept frequencies' DFT rows,
   8 FLOPs per complex multiply-add); the mixing ``8 B M w²`` per layer, each of the ``k``
   domain ranks mixing the whole kept block, or ``8 B ⌈M/k⌉ w²``, each its share of the modes
-  (the run's ``mixing``, :mod:`~pdeladder.trainer.distributed.fft`). The backward pass is twice the forward for products (input
-  and weight gradients; the lift's first has no input gradient) and the adjoint transforms for
-  the transforms; checkpointing adds one forward pass.
+  (the run's ``mixing``, :mod:`~pdeladder.trainer.distributed.fft`). The backward pass is twice
+  the forward for products (input and weight gradients; the lift's first has no input
+  gradient) and the adjoint transforms for the transforms; checkpointing adds one forward pass.
 - bytes handed to each collective, as :attr:`DomainGroup.sent` counts them: the spectral
   all-reduce (or its reduce-scatter and all-gather pair around a shared mixing) of ``8 B w M'``
-  per layer (``M'`` the kept modes, padded to ``k`` equal shares when shared) in the forward pass and again in the backward
-  pass (a checkpointed recomputation reuses the forward's results); the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
+  per layer (``M'`` the kept modes, padded to ``k`` equal shares when shared) in the forward
+  pass and again in the backward pass (a checkpointed recomputation reuses the forward's
+  results); the data loss's all-reduce of its sums ``8 B C``; the H1 loss's
   halo planes (one x plane of the error and of the target forward, the error's gradient back).
   And FSDP's all-gathers of parameters (blocks in the forward and the backward pass, the root
   once) and reduce-scatter of float32 gradients, or without FSDP one all-reduce of them. On the
@@ -31,16 +32,18 @@ Inference (forward only, whole parameters on every rank, no gradients or optimiz
 outputs written slab by slab) keeps one block's working set instead of the saved activations.
 """
 
+import functools
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import get_args
 
 import torch
 
 from pdeladder.errors import UserInputError
 from pdeladder.slabs import DomainTiling, Slab, padding
-from pdeladder.trainer.distributed.fft import Mixing, share_rows
+from pdeladder.trainer.distributed.fft import Mixing, mixing_shares, share_rows
 from pdeladder.trainer.distributed.memory import (
     COMPLEX,
     FLOAT,
@@ -208,7 +211,7 @@ class Run:
             raise UserInputError(f"precision must be one of {', '.join(PRECISIONS)}")
         if self.offload not in OFFLOAD or self.loss not in LOSSES:
             raise UserInputError(f"offload: one of {OFFLOAD}, loss: one of {LOSSES}")
-        if self.mixing not in ("auto", "whole", "share"):
+        if self.mixing not in ("auto", *get_args(Mixing)):
             raise UserInputError(f"mixing must be auto, whole or share, got {self.mixing!r}")
         if self.offload != "none" and not self.checkpointing:
             raise UserInputError("offload moves the checkpointed blocks' inputs: add checkpointing")
@@ -227,9 +230,10 @@ class Run:
     def dp(self) -> int:
         return self.ranks // self.domain
 
-    @property
+    @functools.cached_property
     def mixes(self) -> Mixing:
-        """Who mixes the kept modes: ``mixing``, or by :func:`mixing_by_flops` for ``auto``."""
+        """Who mixes the kept modes: ``mixing``, or by :func:`mixing_by_flops` for ``auto``
+        (counted once per run)."""
         if self.mixing != "auto":
             return self.mixing
         return mixing_by_flops(self.config, [self.grid], self.batch, self.domain)
@@ -237,7 +241,7 @@ class Run:
     @property
     def shares(self) -> int:
         """Shares the kept modes are mixed in, one per domain rank, or 1 (each mixes all)."""
-        return self.domain if self.mixes == "share" else 1
+        return mixing_shares(self.mixes, self.domain)
 
 
 def forward_flops(
